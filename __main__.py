@@ -1,0 +1,86 @@
+"""tpu-slicing: TPU serving on GKE as one dependency graph.
+
+This file only loads the configuration, composes the components and exports
+outputs; every rule lives in `settings/`, every resource in a component.
+"""
+
+import pulumi
+
+from infra.apis import ProjectApis, ProjectApisArgs
+from infra.cluster import Cluster, ClusterArgs
+from infra.network import Network, NetworkArgs
+from infra.tpu_pools import TpuPools, TpuPoolsArgs
+from infra.workload_policy import WorkloadPolicy, WorkloadPolicyArgs
+from settings.loader import from_runtime
+
+# Validation happens here, before the first resource is registered.
+config = from_runtime()
+names = config.names
+net = config.network
+
+apis = ProjectApis("apis", ProjectApisArgs(project=config.project))
+network = Network(
+    "network",
+    NetworkArgs(
+        project=config.project,
+        region=config.location,
+        names=names,
+        mtu=net.mtu,
+        node_cidr=str(net.node_cidr),
+        pod_cidr=str(net.pod_cidr),
+        service_cidr=str(net.service_cidr),
+        proxy_cidr=str(net.proxy_cidr),
+        depends_on=apis.ready,
+    ),
+)
+cluster = Cluster(
+    "cluster",
+    ClusterArgs(
+        project=config.project,
+        region=config.location,
+        names=names,
+        network=network.network.id,
+        subnetwork=network.node_subnet.id,
+        version=config.cluster.version,
+        release_channel=config.cluster.release_channel.value,
+        system_machine_type=config.cluster.system_machine_type,
+        system_nodes_per_zone=config.cluster.system_nodes_per_zone,
+        deletion_protection=config.cluster.deletion_protection,
+        maintenance_window_start=config.cluster.maintenance_window_start,
+        maintenance_exclusion=config.cluster.maintenance_exclusion,
+        depends_on=apis.ready,
+    ),
+)
+policy = WorkloadPolicy(
+    "workload-policy",
+    WorkloadPolicyArgs(
+        project=config.project,
+        region=config.location,
+        name=names.workload_policy,
+        cube_topology=config.tpu.cube_topology,
+        depends_on=apis.ready,
+    ),
+)
+tpu_pools = TpuPools(
+    "tpu-pools",
+    TpuPoolsArgs(
+        project=config.project,
+        region=config.location,
+        zone=config.zone,
+        cluster=cluster.cluster,
+        policy=policy.policy,
+        pool_names=[names.tpu_pool(i + 1) for i in range(config.tpu.cubes)],
+        reservation_paths=config.reservation.pool_paths(config.project, config.tpu.cubes),
+        machine_type=config.tpu.machine_type,
+        nodes_per_pool=config.tpu.vms_per_cube,
+        service_account=cluster.node_account.email,
+        accelerator_label=config.tpu.generation.accelerator_label,
+    ),
+)
+
+pulumi.export("clusterName", cluster.cluster.name)
+pulumi.export("location", cluster.cluster.location)
+pulumi.export("endpoint", cluster.cluster.endpoint)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("nodePools", [pool.name for pool in tpu_pools.pools])
+pulumi.export("totalChips", config.tpu.total_chips)

@@ -1,0 +1,206 @@
+"""The regional GKE cluster with the TPU slice controller, its system pool and a kubeconfig."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import yaml
+
+from settings.model import MaintenanceExclusion
+from settings.naming import Names
+
+# GKE's minimal role for node service accounts (logging, metrics, image pulls).
+NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    project: str
+    region: str
+    names: Names
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    version: str
+    release_channel: str
+    system_machine_type: str
+    system_nodes_per_zone: int
+    deletion_protection: bool
+    maintenance_window_start: str
+    maintenance_exclusion: MaintenanceExclusion | None = None
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig that authenticates with gke-gcloud-auth-plugin, so it holds no token."""
+    context = name
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": context,
+                    "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate},
+                }
+            ],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "current-context": context,
+            "users": [
+                {
+                    "name": context,
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": "gke-gcloud-auth-plugin",
+                            "provideClusterInfo": True,
+                            "interactiveMode": "Never",
+                            "installHint": "Install gke-gcloud-auth-plugin: "
+                            "gcloud components install gke-gcloud-auth-plugin",
+                        }
+                    },
+                }
+            ],
+        },
+        sort_keys=False,
+    )
+
+
+def _maintenance_policy(args: ClusterArgs) -> gcp.container.ClusterMaintenancePolicyArgs:
+    exclusions = []
+    exclusion = args.maintenance_exclusion
+    if exclusion is not None:
+        exclusions.append(
+            gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                exclusion_name=exclusion.name,
+                start_time=exclusion.start.isoformat().replace("+00:00", "Z"),
+                end_time=exclusion.end.isoformat().replace("+00:00", "Z") if exclusion.end else None,
+                exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                    scope=exclusion.scope.value,
+                    end_time_behavior="UNTIL_END_OF_SUPPORT" if exclusion.until_end_of_support else None,
+                ),
+            )
+        )
+    return gcp.container.ClusterMaintenancePolicyArgs(
+        # The provider needs a window whenever a policy block is present.
+        daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
+            start_time=args.maintenance_window_start,
+        ),
+        maintenance_exclusions=exclusions or None,
+    )
+
+
+class Cluster(pulumi.ComponentResource):
+    cluster: gcp.container.Cluster
+    system_pool: gcp.container.NodePool
+    node_account: gcp.serviceaccount.Account
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:infra:Cluster", name, None, opts)
+        names = args.names
+        child = pulumi.ResourceOptions(parent=self)
+        self.node_account = gcp.serviceaccount.Account(
+            "node-account",
+            gcp.serviceaccount.AccountArgs(
+                account_id=names.node_service_account,
+                project=args.project,
+                display_name=f"GKE nodes of {names.cluster}",
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+        node_role = gcp.projects.IAMMember(
+            "node-account-role",
+            gcp.projects.IAMMemberArgs(project=args.project, role=NODE_ROLE, member=self.node_account.member),
+            opts=child,
+        )
+        self.cluster = gcp.container.Cluster(
+            "cluster",
+            gcp.container.ClusterArgs(
+                name=names.cluster,
+                project=args.project,
+                location=args.region,
+                network=args.network,
+                subnetwork=args.subnetwork,
+                # The default pool is replaced by the system pool below, which
+                # can be sized, labelled and changed without recreating the cluster.
+                remove_default_node_pool=True,
+                initial_node_count=1,
+                release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
+                min_master_version=args.version,
+                gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
+                monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                    enable_components=["SYSTEM_COMPONENTS"],
+                    managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
+                    advanced_datapath_observability_config=(
+                        gcp.container.ClusterMonitoringConfigAdvancedDatapathObservabilityConfigArgs(
+                            enable_metrics=True, enable_relay=False
+                        )
+                    ),
+                ),
+                datapath_provider="ADVANCED_DATAPATH",
+                workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                    workload_pool=f"{args.project}.svc.id.goog",
+                ),
+                ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                    cluster_secondary_range_name=names.pod_range,
+                    services_secondary_range_name=names.service_range,
+                ),
+                addons_config=gcp.container.ClusterAddonsConfigArgs(
+                    http_load_balancing=gcp.container.ClusterAddonsConfigHttpLoadBalancingArgs(disabled=False),
+                    horizontal_pod_autoscaling=gcp.container.ClusterAddonsConfigHorizontalPodAutoscalingArgs(
+                        disabled=False
+                    ),
+                    gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
+                        enabled=True
+                    ),
+                    gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
+                        enabled=True
+                    ),
+                    dns_cache_config=gcp.container.ClusterAddonsConfigDnsCacheConfigArgs(enabled=True),
+                    slice_controller_config=gcp.container.ClusterAddonsConfigSliceControllerConfigArgs(enabled=True),
+                ),
+                deletion_protection=args.deletion_protection,
+                maintenance_policy=_maintenance_policy(args),
+            ),
+            opts=child,
+        )
+        self.system_pool = gcp.container.NodePool(
+            "system-pool",
+            gcp.container.NodePoolArgs(
+                name=names.system_pool,
+                project=args.project,
+                cluster=self.cluster.id,
+                location=args.region,
+                node_count=args.system_nodes_per_zone,
+                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                node_config=gcp.container.NodePoolNodeConfigArgs(
+                    machine_type=args.system_machine_type,
+                    service_account=self.node_account.email,
+                    oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                    workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                        mode="GKE_METADATA"
+                    ),
+                    shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                        enable_secure_boot=True, enable_integrity_monitoring=True
+                    ),
+                    labels={"tpu-slicing/role": "system"},
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role]),
+        )
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(
+                self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate
+            ).apply(lambda parts: kubeconfig(str(parts[0]), str(parts[1]), str(parts[2])))
+        )
+        self.register_outputs(
+            {
+                "name": self.cluster.name,
+                "location": self.cluster.location,
+                "endpoint": self.cluster.endpoint,
+                "kubeconfig": self.kubeconfig,
+            }
+        )

@@ -1,0 +1,285 @@
+"""Run this Pulumi program under the SDK's mock runtime and record what it registers.
+
+One engine serves both the offline plan (`python -m plan`) and the test suite:
+it executes the real `__main__.py` with a stack's configuration, answers the
+few values only a cloud would know (an endpoint, a project number) with
+documented placeholders, and records every resource with its inputs, parent,
+provider and dependencies. In preview mode those cloud-computed values stay
+unknown, as they are for a brand-new stack in `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import runpy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as runtime_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime import settings as runtime_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "__main__.py"
+PROJECT = "tpu-slicing"
+SECRET_PLACEHOLDER = "[secret]"
+
+# Values only the cloud knows, answered in apply mode. RFC 5737 documentation
+# addresses make it obvious in any output that they are not real.
+PLACEHOLDER_ENDPOINT = "203.0.113.10"
+PLACEHOLDER_CA = base64.b64encode(b"placeholder-cluster-ca").decode()
+PLACEHOLDER_PROJECT_NUMBER = "123456789012"
+PLACEHOLDER_GATEWAY_IP = "10.10.0.100"
+
+
+@dataclass
+class Resource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    remote: bool
+    parent: str
+    provider: str
+    dependencies: list[str]
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    protect: bool = False
+    delete_before_replace: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """Input at a dotted camelCase path, e.g. `nodeConfig.reservationAffinity.values`."""
+        node: Any = self.inputs
+        for part in path.split("."):
+            if isinstance(node, list) and part.isdigit():
+                node = node[int(part)] if int(part) < len(node) else None
+            elif isinstance(node, dict):
+                node = node.get(part)
+            else:
+                return default
+            if node is None:
+                return default
+        return unwrap(node)
+
+
+@dataclass
+class StackOutput:
+    value: Any
+    known: bool
+    secret: bool
+
+
+@dataclass
+class PlanResult:
+    stack: str
+    preview: bool
+    resources: list[Resource]
+    outputs: dict[str, StackOutput]
+
+    def of_type(self, type_: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Resource:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        if len(found) != 1:
+            raise LookupError(f"expected one {type_} named {name!r}, found {len(found)}")
+        return found[0]
+
+    def by_urn(self) -> dict[str, Resource]:
+        return {r.urn: r for r in self.resources}
+
+    def depends_on(self, dependent: Resource, dependency: Resource) -> bool:
+        """True when `dependent` waits for `dependency`, directly or through other resources.
+
+        Waiting for a component means waiting for all of its children, as the
+        engine does; a child also waits for whatever its parents wait for.
+        """
+        index = self.by_urn()
+        children: dict[str, list[str]] = {}
+        for r in self.resources:
+            children.setdefault(r.parent, []).append(r.urn)
+
+        def expand(urn: str) -> set[str]:
+            found = {urn}
+            for child in children.get(urn, []):
+                found |= expand(child)
+            return found
+
+        seen: set[str] = set()
+        stack = [dependent.urn]
+        while stack:
+            urn = stack.pop()
+            if urn in seen:
+                continue
+            seen.add(urn)
+            res = index.get(urn)
+            if res is None:
+                continue
+            for dep in res.dependencies:
+                stack.extend(expand(dep))
+            if res.parent:
+                stack.append(res.parent)
+        return bool(expand(dependency.urn) & (seen - {dependent.urn}))
+
+
+def unwrap(value: Any) -> Any:
+    """Strip pulumi's secret wrappers from recorded inputs (for assertions and rendering)."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return unwrap(value.get("value"))
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def mask(value: Any) -> Any:
+    """Replace secret values by a placeholder, keeping the rest of the structure."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return SECRET_PLACEHOLDER
+        return {k: mask(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    return value
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Echo inputs back as state and add the outputs a real provider would compute."""
+
+    def __init__(self, preview: bool):
+        self.preview = preview
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        state = dict(args.inputs)
+        if self.preview or not args.custom:
+            return (None if self.preview else f"{args.name}-id", state)
+        token = args.typ
+        if token == "gcp:container/cluster:Cluster":
+            state["endpoint"] = PLACEHOLDER_ENDPOINT
+            state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
+            state.setdefault("location", args.inputs.get("location"))
+        elif token == "gcp:serviceaccount/account:Account":
+            email = f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
+            state.update(email=email, member=f"serviceAccount:{email}", name=f"projects/-/serviceAccounts/{email}")
+        elif token.startswith("gcp:compute/"):
+            state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/{args.name}")
+        elif token.startswith("kubernetes:gateway.networking.k8s.io/v1:Gateway"):
+            state["status"] = {"addresses": [{"type": "IPAddress", "value": PLACEHOLDER_GATEWAY_IP}]}
+        return (f"{args.name}-id", state)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "gcp:organizations/getProject:getProject":
+            project = args.args.get("projectId") or "project"
+            return ({"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}, None)
+        raise NotImplementedError(f"the mock engine does not answer the invoke {args.token}")
+
+
+class RecordingMonitor(runtime_mocks.MockMonitor):
+    """A mock monitor that also keeps parent, provider and dependency edges."""
+
+    def __init__(self, mocks: PlanMocks):
+        super().__init__(mocks)
+        self.recorded: list[Resource] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        inputs = rpc.deserialize_properties(request.object)
+        registered = self.resources[response.urn]
+        self.recorded.append(
+            Resource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                custom=bool(request.custom),
+                remote=bool(request.remote),
+                parent=request.parent,
+                provider=request.provider,
+                dependencies=list(request.dependencies),
+                inputs=dict(inputs),
+                outputs=dict(registered.state),
+                protect=bool(request.protect),
+                delete_before_replace=bool(request.deleteBeforeReplace),
+                ignore_changes=list(request.ignoreChanges),
+            )
+        )
+        return response
+
+
+def stack_file(stack: str, root: Path = ROOT) -> Path:
+    return root / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_config(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """Config of a stack file as the engine hands it to programs: structured values as JSON.
+
+    Encrypted (`secure:`) values cannot be read offline; they become a
+    placeholder that keeps their key secret, which is all the plan needs.
+    """
+    document = yaml.safe_load(path.read_text()) or {}
+    config: dict[str, Any] = {}
+    secret_keys: list[str] = []
+    for key, value in (document.get("config") or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = SECRET_PLACEHOLDER
+            secret_keys.append(key)
+        elif isinstance(value, dict | list):
+            config[key] = json.dumps(value, default=str)
+        else:
+            config[key] = value if isinstance(value, str) else json.dumps(value)
+    return config, secret_keys
+
+
+def run(
+    config: Mapping[str, Any],
+    *,
+    stack: str = "dev",
+    secret_keys: Iterable[str] = (),
+    preview: bool = False,
+    program: Path = PROGRAM,
+) -> PlanResult:
+    """Execute the program once under mocks and return everything it registered."""
+    mocks = PlanMocks(preview)
+    monitor = RecordingMonitor(mocks)
+    runtime_settings.ROOT.set(None)  # a fresh Stack resource, so outputs do not leak between runs
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, list(secret_keys)
+    )
+    try:
+        _sync_await(run_pulumi_func(lambda: _execute(program)))
+    except Exception as err:
+        # Tests use this to prove that bad configuration registers nothing.
+        err.registered_resources = list(monitor.recorded)  # type: ignore[attr-defined]
+        raise
+    root = runtime_settings.get_root_resource()
+    exported: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
+    outputs = {name: _sync_await(_resolve(value)) for name, value in exported.items()}
+    return PlanResult(stack=stack, preview=preview, resources=monitor.recorded, outputs=outputs)
+
+
+def _execute(program: Path) -> None:
+    runpy.run_path(str(program), run_name="__main__")
+
+
+def run_stack(stack: str, *, preview: bool = False, root: Path = ROOT) -> PlanResult:
+    config, secret_keys = read_stack_config(stack_file(stack, root))
+    return run(config, stack=stack, secret_keys=secret_keys, preview=preview)
+
+
+async def _resolve(value: Any) -> StackOutput:
+    output = pulumi.Output.from_input(value)
+    known, secret = await asyncio.gather(output.is_known(), output.is_secret())
+    resolved = await output.future(with_unknowns=True) if known else None
+    return StackOutput(value=resolved, known=known, secret=secret)

@@ -1,0 +1,143 @@
+"""Text rendering of a plan: the resource tree, capacity, workloads and outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra import capacity
+from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
+from settings.model import StackConfig
+
+BANNER = (
+    "This is the DESIRED STATE of the stack, computed offline under the Pulumi SDK's mock runtime.\n"
+    "It is not a diff against the cloud: nothing was read from or sent to Google Cloud or a cluster.\n"
+    "Values only the cloud knows are shown as '(known after apply)' in preview mode, or as RFC 5737\n"
+    "placeholders (203.0.113.x) otherwise."
+)
+
+# The settings a reviewer looks for first, per resource type (camelCase input paths).
+KEY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "gcp:projects/service:Service": ("service",),
+    "gcp:compute/previewFeature:PreviewFeature": ("name", "activationStatus"),
+    "gcp:compute/network:Network": ("name", "mtu", "routingMode", "autoCreateSubnetworks"),
+    "gcp:compute/subnetwork:Subnetwork": ("name", "ipCidrRange", "purpose", "role", "privateIpGoogleAccess"),
+    "gcp:compute/firewall:Firewall": ("name", "direction", "sourceRanges"),
+    "gcp:compute/resourcePolicy:ResourcePolicy": (
+        "name",
+        "workloadPolicy.type",
+        "workloadPolicy.acceleratorTopology",
+        "workloadPolicy.acceleratorTopologyMode",
+    ),
+    "gcp:container/cluster:Cluster": (
+        "name",
+        "location",
+        "minMasterVersion",
+        "releaseChannel.channel",
+        "deletionProtection",
+        "addonsConfig.sliceControllerConfig.enabled",
+        "gatewayApiConfig.channel",
+        "datapathProvider",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "name",
+        "nodeConfig.machineType",
+        "nodeCount",
+        "nodeLocations",
+        "placementPolicy.policyName",
+        "nodeConfig.reservationAffinity.consumeReservationType",
+        "nodeConfig.reservationAffinity.values",
+    ),
+    "gcp:serviceaccount/account:Account": ("accountId",),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+}
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # numbers cross the mock RPC boundary as floats
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return str(value)
+
+
+def settings_line(resource: Resource) -> str:
+    paths = KEY_SETTINGS.get(resource.type, ())
+    masked = Resource(**{**resource.__dict__, "inputs": mask(resource.inputs)})
+    parts = []
+    for path in paths:
+        value = masked.get(path)
+        if value is not None:
+            parts.append(f"{path}={_short(value)}")
+    return "  ".join(parts)
+
+
+def tree(result: PlanResult) -> list[str]:
+    children: dict[str, list[Resource]] = {}
+    for r in result.resources:
+        children.setdefault(r.parent, []).append(r)
+    roots = [r for r in result.resources if r.parent not in {x.urn for x in result.resources}]
+    lines: list[str] = []
+
+    def walk(resource: Resource, depth: int) -> None:
+        settings = settings_line(resource)
+        label = f"{'  ' * depth}{resource.type}  {resource.name}"
+        lines.append(f"{label}    {settings}" if settings else label)
+        for child in sorted(children.get(resource.urn, []), key=lambda r: (r.type, r.name)):
+            walk(child, depth + 1)
+
+    for root in sorted(roots, key=lambda r: (not r.type.startswith("tpu-slicing:"), r.type, r.name)):
+        walk(root, 1)
+    return lines
+
+
+def capacity_lines(config: StackConfig) -> list[str]:
+    cap = capacity.capacity(config)
+    lines = [
+        f"  {cap.cubes} cube(s) of {cap.cube_topology} {cap.generation}: {cap.vms} VMs, {cap.chips} chips, "
+        f"{cap.devices} JAX devices, {cap.hbm_gib} GiB HBM",
+    ]
+    pools = [config.names.tpu_pool(i + 1) for i in range(cap.cubes)]
+    lines += [f"  {pool} -> {path}" for pool, path in zip(pools, cap.reservation_paths, strict=True)]
+    work = capacity.workloads(config)
+    if work:
+        lines.append("  workloads (Kueue admits them by priority; higher preempts lower):")
+        for w in work:
+            lines.append(
+                f"    {w.name:<20} {w.kind:<16} priority={w.priority:<6} {w.slices} x {w.shape} "
+                f"= {w.chips} chips ({w.vms_per_slice} VMs and {w.hbm_gib_per_slice} GiB HBM per slice)"
+            )
+    return lines
+
+
+def output_lines(result: PlanResult) -> list[str]:
+    lines = []
+    for name in sorted(result.outputs):
+        out = result.outputs[name]
+        if out.secret:
+            shown = SECRET_PLACEHOLDER
+        elif not out.known:
+            shown = "(known after apply)"
+        elif isinstance(out.value, str) and "\n" in out.value:
+            shown = out.value.splitlines()[0] + " ..."
+        else:
+            shown = _short(out.value)
+        lines.append(f"  {name} = {shown}")
+    return lines
+
+
+def render(result: PlanResult, config: StackConfig) -> str:
+    mode = "preview (a brand-new stack)" if result.preview else "apply"
+    sections = [
+        f"tpu-slicing plan for stack '{result.stack}' ({mode} mode)",
+        BANNER,
+        "",
+        f"Resources ({len(result.resources)}):",
+        *tree(result),
+        "",
+        "Capacity:",
+        *capacity_lines(config),
+        "",
+        "Stack outputs:",
+        *output_lines(result),
+    ]
+    return "\n".join(sections) + "\n"

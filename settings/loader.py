@@ -1,0 +1,116 @@
+"""Turn Pulumi stack configuration into a validated `StackConfig`, or one clear error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+
+from settings.model import StackConfig
+
+NAMESPACE = "tpu-slicing"
+SECRET_KEYS = frozenset({"hfToken"})
+
+
+class ConfigError(ValueError):
+    """Invalid stack configuration. Raised before any resource is registered."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid stack configuration ({len(problems)} problem(s)):\n{lines}")
+
+
+def _key_path(loc: Iterable[int | str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            # pydantic reports aliases for fields, but enum/union tags in snake_case.
+            name = part if part[:1].islower() and "_" not in part else to_camel(part)
+            path += f".{name}" if path else name
+    return f"{NAMESPACE}:{path}" if path else NAMESPACE
+
+
+def _problems(err: ValidationError) -> list[str]:
+    problems = []
+    for item in err.errors(include_url=False):
+        key = _key_path(item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            message = "is required"
+        elif not item["loc"]:
+            # Cross-field rules name their own keys at the start of the message.
+            problems.append(f"{NAMESPACE}:{message}")
+            continue
+        elif item["type"] != "value_error" and not isinstance(item.get("input"), dict | list):
+            shown = "[secret]" if any(k in key for k in SECRET_KEYS) else repr(item.get("input"))
+            message = f"{shown} is not allowed: {message}"
+        problems.append(f"{key}: {message}")
+    return problems
+
+
+def _decode(value: Any) -> Any:
+    """Pulumi hands structured config values to programs as JSON text."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def load(
+    raw: Mapping[str, Any],
+    *,
+    stack: str,
+    project: str | None,
+    secret_keys: Iterable[str] = (),
+) -> StackConfig:
+    """Validate the `tpu-slicing:*` keys of one stack.
+
+    `raw` maps full config keys (`tpu-slicing:zone`, `gcp:project`, ...) to values
+    as the engine provides them; `secret_keys` are the keys set with --secret.
+    """
+    secrets = set(secret_keys)
+    data: dict[str, Any] = {}
+    for full_key, value in raw.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace == NAMESPACE:
+            data[key] = _decode(value)
+    problems = []
+    for key in sorted(SECRET_KEYS & data.keys()):
+        if f"{NAMESPACE}:{key}" not in secrets:
+            problems.append(
+                f"{NAMESPACE}:{key}: is stored in plain text; set it with "
+                f"`pulumi config set --secret {NAMESPACE}:{key}` (allowed: a Pulumi secret only)"
+            )
+    data.setdefault("namePrefix", stack)
+    if "project" in data:
+        problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")
+    elif project:
+        data["project"] = project
+    else:
+        problems.append("gcp:project: is required: the Google Cloud project to create everything in")
+    if problems:
+        raise ConfigError(problems)
+    try:
+        return StackConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_problems(err)) from None
+
+
+def from_runtime() -> StackConfig:
+    """Read the running stack's configuration, as the engine (or the mock engine) set it."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    raw: dict[str, Any] = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    secret_keys = set(runtime_config.get_config_secret_keys_env())
+    secret_keys |= {key for key in raw if runtime_config.is_config_secret(key)}
+    gcp_project = raw.get("gcp:project")
+    return load(raw, stack=pulumi.get_stack(), project=gcp_project, secret_keys=secret_keys)

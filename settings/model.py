@@ -1,0 +1,542 @@
+"""The stack configuration contract: one strict pydantic v2 model tree.
+
+YAML keys are camelCase (`namePrefix`), Python attributes snake_case. Unknown keys
+are errors with a "did you mean" hint, and every cross-field rule runs here, so a
+bad stack file fails before a single resource is registered.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from infra import topology
+from settings.naming import Names
+
+RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+
+# GKE versions from the dynamic-slicing docs: super-slicing needs 1.35.2-gke.1842000,
+# sub-slicing 1.36.0-gke.3712000 (see ../shared/reference/dynamic-slicing.md §14.6).
+SUPERSLICING_MIN_GKE = "1.35.2-gke.1842000"
+SUBSLICING_MIN_GKE = "1.36.0-gke.3712000"
+
+# A tag is floating when it names a moving target rather than a release.
+FLOATING_TAGS = {"latest", "main", "master", "nightly", "stable", "edge", "dev", "head", "v0", "0"}
+_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+_IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
+    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+
+def gke_version_key(version: str) -> tuple[int, int, int, int]:
+    match = GKE_VERSION.match(version)
+    if not match:
+        raise ValueError(f"{version!r} is not a GKE version like 1.36.0-gke.3712000")
+    major, minor, patch, build = (int(g) for g in match.groups())
+    return (major, minor, patch, build)
+
+
+def _pinned_chart(value: str) -> str:
+    if value.lower() in FLOATING_TAGS or not _SEMVER.match(value):
+        raise ValueError(f"{value!r} is not a pinned release: use an exact version such as 0.11.1 or v0.17.4")
+    return value
+
+
+def _pinned_image(value: str) -> str:
+    match = _IMAGE.match(value)
+    if not match or not (match.group("tag") or match.group("digest")):
+        raise ValueError(f"{value!r} is not an image reference with a tag or digest")
+    tag = match.group("tag") or ""
+    if not match.group("digest") and (tag.lower() in FLOATING_TAGS or tag.lower().startswith("nightly")):
+        raise ValueError(f"{value!r} uses the floating tag {tag!r}: pin a release tag or a digest")
+    return value
+
+
+def _rfc1035(value: str) -> str:
+    if not RFC1035.match(value):
+        raise ValueError(f"{value!r} is not a valid name: lowercase letters, digits and '-', starting with a letter")
+    return value
+
+
+def _shape(value: str) -> str:
+    topology.Topology.parse(value)
+    return value
+
+
+ChartVersion = Annotated[str, AfterValidator(_pinned_chart)]
+Image = Annotated[str, AfterValidator(_pinned_image)]
+DnsLabel = Annotated[str, Field(max_length=63), AfterValidator(_rfc1035)]
+Shape = Annotated[str, AfterValidator(_shape)]
+
+
+class StrictModel(BaseModel):
+    """Base of every config block: camelCase keys, no unknown keys, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=False,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = {field.alias or name for name, field in cls.model_fields.items()}
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            key = unknown[0]
+            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown key {key!r}{hint} Allowed keys: {', '.join(sorted(known))}")
+        return data
+
+
+class NetworkConfig(StrictModel):
+    mtu: int = Field(8896, ge=1300, le=8896)
+    node_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.10.0.0/18")
+    pod_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.16.0.0/14")
+    service_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.20.0.0/20")
+    proxy_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("172.16.0.0/26")
+
+    @field_validator("node_cidr", "pod_cidr", "service_cidr", "proxy_cidr")
+    @classmethod
+    def _private(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not value.is_private:
+            raise ValueError(f"{value} is not a private (RFC 1918) range")
+        return value
+
+    @field_validator("proxy_cidr")
+    @classmethod
+    def _proxy_size(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if value.prefixlen > 26:
+            raise ValueError(f"{value} is too small: the proxy-only subnet needs at least a /26")
+        return value
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> NetworkConfig:
+        ranges = {
+            "nodeCidr": self.node_cidr,
+            "podCidr": self.pod_cidr,
+            "serviceCidr": self.service_cidr,
+            "proxyCidr": self.proxy_cidr,
+        }
+        items = list(ranges.items())
+        for i, (a_key, a) in enumerate(items):
+            for b_key, b in items[i + 1 :]:
+                if a.overlaps(b):
+                    raise ValueError(f"{a_key} {a} overlaps {b_key} {b}; the ranges must be disjoint")
+        return self
+
+    @property
+    def internal_ranges(self) -> list[str]:
+        return [str(r) for r in (self.node_cidr, self.pod_cidr, self.service_cidr, self.proxy_cidr)]
+
+
+class ExclusionScope(StrEnum):
+    NO_UPGRADES = "NO_UPGRADES"
+    NO_MINOR_UPGRADES = "NO_MINOR_UPGRADES"
+    NO_MINOR_OR_NODE_UPGRADES = "NO_MINOR_OR_NODE_UPGRADES"
+
+
+class MaintenanceExclusion(StrictModel):
+    """A GKE maintenance exclusion: a dated window, or until end of support."""
+
+    name: DnsLabel
+    scope: ExclusionScope
+    start: datetime
+    end: datetime | None = None
+    until_end_of_support: bool = False
+
+    @model_validator(mode="after")
+    def _window(self) -> MaintenanceExclusion:
+        if self.start.tzinfo is None or (self.end is not None and self.end.tzinfo is None):
+            raise ValueError("start and end need a time zone, e.g. 2026-12-01T00:00:00Z")
+        if self.until_end_of_support == (self.end is not None):
+            raise ValueError("set exactly one of end and untilEndOfSupport")
+        if self.until_end_of_support and self.scope is ExclusionScope.NO_UPGRADES:
+            raise ValueError("untilEndOfSupport is only allowed with NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES")
+        if self.end is not None:
+            if self.end <= self.start:
+                raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
+            # GKE: a NO_UPGRADES exclusion may last at most 30 days; the others
+            # at most until end of support, which we approximate as 180 days.
+            longest = timedelta(days=30 if self.scope is ExclusionScope.NO_UPGRADES else 180)
+            if self.end - self.start > longest:
+                raise ValueError(
+                    f"a {self.scope.value} exclusion may last at most {longest.days} days; "
+                    f"this one lasts {(self.end - self.start).days}"
+                )
+        return self
+
+
+class ReleaseChannel(StrEnum):
+    RAPID = "RAPID"
+    REGULAR = "REGULAR"
+    STABLE = "STABLE"
+    EXTENDED = "EXTENDED"
+
+
+class ClusterConfig(StrictModel):
+    version: str = SUBSLICING_MIN_GKE
+    release_channel: ReleaseChannel = ReleaseChannel.RAPID
+    system_machine_type: str = Field("n2-standard-32", pattern=r"^[a-z0-9]+-[a-z0-9]+(-[0-9]+)?$")
+    system_nodes_per_zone: int = Field(1, ge=1, le=10)
+    deletion_protection: bool = True
+    maintenance_window_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    maintenance_exclusion: MaintenanceExclusion | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        gke_version_key(value)
+        if gke_version_key(value) < gke_version_key(SUPERSLICING_MIN_GKE):
+            raise ValueError(
+                f"{value} is below {SUPERSLICING_MIN_GKE}, the oldest GKE version with the TPU slice controller"
+            )
+        return value
+
+
+class ReservationConfig(StrictModel):
+    project: str | None = Field(None, pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+    name: DnsLabel
+    block: DnsLabel
+    sub_blocks: list[DnsLabel] | None = None
+    block_cubes: int | None = Field(None, ge=1, le=144)
+
+    @field_validator("sub_blocks")
+    @classmethod
+    def _unique(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("subBlocks is empty: leave it out to bind pools to the whole block")
+            duplicates = sorted({v for v in value if value.count(v) > 1})
+            if duplicates:
+                raise ValueError(f"sub-block {duplicates[0]!r} is listed twice")
+        return value
+
+    def path(self, project: str) -> str:
+        return f"projects/{self.project or project}/reservations/{self.name}/reservationBlocks/{self.block}"
+
+    def pool_paths(self, project: str, pools: int) -> list[str]:
+        """The reservation path each TPU pool binds to: a sub-block each, or the block."""
+        block = self.path(project)
+        if self.sub_blocks:
+            return [f"{block}/reservationSubBlocks/{sub}" for sub in self.sub_blocks]
+        return [block] * pools
+
+
+class TpuConfig(StrictModel):
+    machine_type: str = "tpu7x-standard-4t"
+    cubes: int = Field(2, ge=1, le=144)
+    cube_topology: Shape = "4x4x4"
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, value: str) -> str:
+        try:
+            topology.generation_of(value)
+        except topology.TopologyError as err:
+            raise ValueError(str(err)) from None
+        return value
+
+    @property
+    def generation(self) -> topology.Generation:
+        return topology.generation_of(self.machine_type)
+
+    @model_validator(mode="after")
+    def _cube(self) -> TpuConfig:
+        generation = self.generation
+        if generation.cube is None:
+            raise ValueError(
+                f"{self.machine_type} ({generation.name}) has no reservation cubes; the dynamic-slicing "
+                "backends need tpu7x (use serving.backend saxml or jetstream for other generations)"
+            )
+        if self.cube_topology != generation.cube:
+            raise ValueError(f"cubeTopology {self.cube_topology!r} must be {generation.cube!r} for {generation.name}")
+        return self
+
+    @property
+    def vms_per_cube(self) -> int:
+        generation = self.generation
+        return generation.vms(topology.Topology.parse(self.cube_topology))
+
+    @property
+    def chips_per_cube(self) -> int:
+        return topology.Topology.parse(self.cube_topology).chips
+
+    @property
+    def total_chips(self) -> int:
+        return self.cubes * self.chips_per_cube
+
+
+class Versions(StrictModel):
+    """Every chart, manifest and image the program deploys, pinned."""
+
+    jobset: ChartVersion = "0.11.1"
+    kueue: ChartVersion = "0.17.4"
+    lws: ChartVersion = "v0.8.0"  # the LWS chart tags carry the v
+    slice_controller_image: Image = "tpuongke/kueue-slice-controller:v0.8.0-200"
+    jax_tpu_image: Image = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.8.1-rev1"
+
+
+DEFAULT_TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gke-tpu-partition-4x4x4-id",
+    "cloud.google.com/gke-tpu-partition-2x4x4-id",
+    "cloud.google.com/gke-tpu-partition-2x2x4-id",
+    "cloud.google.com/gke-tpu-partition-2x2x2-id",
+    "cloud.google.com/gke-tpu-partition-2x2x1-id",
+    "kubernetes.io/hostname",
+)
+
+
+class Priorities(StrictModel):
+    low: int = Field(1000, ge=0, le=1_000_000_000)
+    medium: int = Field(2000, ge=0, le=1_000_000_000)
+    high: int = Field(3000, ge=0, le=1_000_000_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Priorities:
+        if not self.low < self.medium < self.high:
+            raise ValueError(f"priorities must rise low < medium < high; got {self.low}, {self.medium}, {self.high}")
+        return self
+
+    def items(self) -> list[tuple[str, int]]:
+        return [("low", self.low), ("medium", self.medium), ("high", self.high)]
+
+
+class KueueConfig(StrictModel):
+    topology_levels: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TOPOLOGY_LEVELS), min_length=1, max_length=16
+    )
+    priorities: Priorities = Field(default_factory=lambda: Priorities.model_validate({}))
+
+    @field_validator("topology_levels")
+    @classmethod
+    def _levels(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("topologyLevels has duplicates")
+        if value[-1] != "kubernetes.io/hostname":
+            raise ValueError("the last topology level must be kubernetes.io/hostname (Kueue places pods on nodes)")
+        return value
+
+
+class SubslicingCheck(StrictModel):
+    enabled: bool = False
+    topology: Shape = "2x2x2"
+    replicas: int = Field(6, ge=1, le=1000)
+
+
+class SuperslicingCheck(StrictModel):
+    enabled: bool = False
+    topology: Shape = "4x4x8"
+
+
+class ChecksConfig(StrictModel):
+    subslicing: SubslicingCheck = Field(default_factory=lambda: SubslicingCheck.model_validate({}))
+    superslicing: SuperslicingCheck = Field(default_factory=lambda: SuperslicingCheck.model_validate({}))
+
+
+class Backend(StrEnum):
+    VLLM_PD = "vllm-pd"
+    SAXML = "saxml"
+    JETSTREAM = "jetstream"
+    NONE = "none"
+
+
+class ModelConfig(StrictModel):
+    name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1)
+    weights_bucket: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+    path: str = Field("", pattern=r"^[^\s]*$")
+    parameters_billions: float = Field(397.0, gt=0, le=100_000)
+    bytes_per_parameter: float = Field(1.0, gt=0, le=8)
+    kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
+
+    @property
+    def weights_bytes(self) -> int:
+        return topology.weights_bytes(self.parameters_billions, self.bytes_per_parameter)
+
+
+class RoleConfig(StrictModel):
+    replicas: int = Field(4, ge=1, le=1000)
+    topology: Shape = "2x2x2"
+
+
+class ServingConfig(StrictModel):
+    backend: Backend = Backend.VLLM_PD
+    namespace: DnsLabel = "llm-d-pd-disaggregation"
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
+    prefill: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
+    decode: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
+
+
+class StackConfig(StrictModel):
+    zone: str = Field(..., pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$")
+    region: str | None = Field(None, pattern=r"^[a-z]+-[a-z]+[0-9]+$")
+    name_prefix: Annotated[str, Field(max_length=20), AfterValidator(_rfc1035)]
+    project: str = Field(..., pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+    network: NetworkConfig = Field(default_factory=lambda: NetworkConfig.model_validate({}))
+    cluster: ClusterConfig = Field(default_factory=lambda: ClusterConfig.model_validate({}))
+    reservation: ReservationConfig
+    tpu: TpuConfig = Field(default_factory=lambda: TpuConfig.model_validate({}))
+    versions: Versions = Field(default_factory=lambda: Versions.model_validate({}))
+    kueue: KueueConfig = Field(default_factory=lambda: KueueConfig.model_validate({}))
+    checks: ChecksConfig = Field(default_factory=lambda: ChecksConfig.model_validate({}))
+    serving: ServingConfig = Field(default_factory=lambda: ServingConfig.model_validate({}))
+    hf_token: SecretStr | None = None
+
+    @property
+    def location(self) -> str:
+        return self.region or self.zone.rsplit("-", 1)[0]
+
+    @property
+    def names(self) -> Names:
+        return Names(self.name_prefix)
+
+    @property
+    def reservation_project(self) -> str:
+        return self.reservation.project or self.project
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> StackConfig:
+        # Each rule raises with the key, the bad value and what is allowed.
+        self._check_region()
+        self._check_serving_model()
+        self._check_names()
+        self._check_sub_blocks()
+        self._check_versions_for_features()
+        self._check_slices()
+        return self
+
+    def _check_region(self) -> None:
+        derived = self.zone.rsplit("-", 1)[0]
+        if self.region is not None and self.region != derived:
+            raise ValueError(
+                f"region {self.region!r} does not contain zone {self.zone!r}; use {derived!r} or leave it out"
+            )
+
+    def _check_serving_model(self) -> None:
+        backend = self.serving.backend
+        if backend is not Backend.NONE and self.serving.model.weights_bucket is None:
+            raise ValueError(
+                f"serving.model.weightsBucket is required for serving.backend {backend.value!r} "
+                "(the bucket that holds the weights), or set serving.backend to 'none'"
+            )
+
+    def _check_names(self) -> None:
+        for what, name, limit in self.names.limits(self.tpu.cubes):
+            if len(name) > limit:
+                raise ValueError(
+                    f"namePrefix {self.name_prefix!r} is too long: the {what} name {name!r} has {len(name)} "
+                    f"characters, the limit is {limit}"
+                )
+
+    def _check_sub_blocks(self) -> None:
+        subs = self.reservation.sub_blocks
+        if subs is not None and len(subs) != self.tpu.cubes:
+            raise ValueError(
+                f"reservation.subBlocks lists {len(subs)} sub-blocks but tpu.cubes is {self.tpu.cubes}: "
+                "give one sub-block per cube"
+            )
+        if self.reservation.block_cubes is not None and self.tpu.cubes > self.reservation.block_cubes:
+            raise ValueError(
+                f"tpu.cubes {self.tpu.cubes} exceeds reservation.blockCubes {self.reservation.block_cubes}"
+            )
+
+    def _check_versions_for_features(self) -> None:
+        uses_subslices = self.checks.subslicing.enabled or self.serving.backend is Backend.VLLM_PD
+        if uses_subslices and gke_version_key(self.cluster.version) < gke_version_key(SUBSLICING_MIN_GKE):
+            raise ValueError(
+                f"cluster.version {self.cluster.version} is below {SUBSLICING_MIN_GKE}, which dynamic "
+                "sub-slicing (checks.subslicing, serving backend vllm-pd) needs"
+            )
+        if self.cluster.release_channel is not ReleaseChannel.RAPID:
+            raise ValueError(
+                f"cluster.releaseChannel {self.cluster.release_channel.value} is not allowed: "
+                "GKE dynamic slicing is only offered on RAPID"
+            )
+
+    def _check_slices(self) -> None:
+        generation = self.tpu.generation
+        cube_chips = self.tpu.chips_per_cube
+        total = self.tpu.total_chips
+        sub = self.checks.subslicing
+        if sub.enabled:
+            shape = _as_subslice(generation, sub.topology, "checks.subslicing.topology")
+            if topology.pack_into_cubes([shape.chips] * sub.replicas, cube_chips, self.tpu.cubes) is None:
+                per_cube = cube_chips // shape.chips
+                raise ValueError(
+                    f"checks.subslicing.replicas {sub.replicas} of {sub.topology} do not fit: "
+                    f"{self.tpu.cubes} cubes hold at most {per_cube * self.tpu.cubes}"
+                )
+        sup = self.checks.superslicing
+        if sup.enabled:
+            try:
+                cubes = generation.superslice_cubes(sup.topology)
+            except topology.TopologyError as err:
+                raise ValueError(f"checks.superslicing.topology: {err}") from None
+            if cubes > self.tpu.cubes:
+                raise ValueError(
+                    f"checks.superslicing.topology {sup.topology} spans {cubes} cubes but the stack holds "
+                    f"{self.tpu.cubes} (tpu.cubes)"
+                )
+        if self.serving.backend is Backend.VLLM_PD:
+            self._check_serving(generation, cube_chips, total)
+
+    def _check_serving(self, generation: topology.Generation, cube_chips: int, total: int) -> None:
+        serving = self.serving
+        shapes = {
+            role: _as_subslice(generation, cfg.topology, f"serving.{role}.topology")
+            for role, cfg in (("prefill", serving.prefill), ("decode", serving.decode))
+        }
+        chips = [shapes["prefill"].chips] * serving.prefill.replicas + [
+            shapes["decode"].chips
+        ] * serving.decode.replicas
+        if topology.pack_into_cubes(chips, cube_chips, self.tpu.cubes) is None:
+            raise ValueError(
+                f"serving.prefill ({serving.prefill.replicas} x {serving.prefill.topology}) and serving.decode "
+                f"({serving.decode.replicas} x {serving.decode.topology}) need {sum(chips)} chips in whole "
+                f"sub-slices; the stack holds {total} chips in {self.tpu.cubes} cubes of {cube_chips}"
+            )
+        model = serving.model
+        usable = 1.0 - model.kv_cache_headroom
+        for role, shape in shapes.items():
+            hbm = generation.hbm_bytes(shape)
+            if model.weights_bytes > hbm * usable:
+                needed = model.weights_bytes / usable
+                chips_needed = topology.chips_needed(int(needed), generation)
+                smallest = generation.smallest_shape_holding(int(needed))
+                raise ValueError(
+                    f"serving.{role}.topology {shape} holds {hbm / topology.GIB:.0f} GiB HBM, but model "
+                    f"{model.name!r} needs {model.weights_bytes / topology.GIB:.0f} GiB of weights plus "
+                    f"{model.kv_cache_headroom:.0%} KV-cache headroom = {needed / topology.GIB:.0f} GiB, i.e. at least "
+                    f"{chips_needed} {generation.name} chips" + (f" (smallest shape: {smallest})" if smallest else "")
+                )
+
+
+def _as_subslice(generation: topology.Generation, text: str, key: str) -> topology.Topology:
+    try:
+        return generation.subslice(text)
+    except topology.TopologyError as err:
+        raise ValueError(f"{key}: {err}") from None

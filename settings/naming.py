@@ -1,0 +1,109 @@
+"""Every Google Cloud and cluster-scoped Kubernetes name, derived from `namePrefix`.
+
+Names live here, next to their length limits, so the configuration check can
+prove that a prefix keeps every derived name legal before anything is created,
+and so two stacks with different prefixes never collide in one project/region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Google Cloud limits (resource naming docs): most compute names 63, GKE
+# cluster and node-pool names 40, service account ids 30.
+COMPUTE_LIMIT = 63
+GKE_LIMIT = 40
+SERVICE_ACCOUNT_LIMIT = 30
+K8S_NAME_LIMIT = 63
+
+
+@dataclass(frozen=True)
+class Names:
+    prefix: str
+
+    @property
+    def network(self) -> str:
+        return f"{self.prefix}-net"
+
+    @property
+    def node_subnet(self) -> str:
+        return f"{self.prefix}-nodes"
+
+    @property
+    def proxy_subnet(self) -> str:
+        return f"{self.prefix}-proxy"
+
+    @property
+    def pod_range(self) -> str:
+        return f"{self.prefix}-pods"
+
+    @property
+    def service_range(self) -> str:
+        return f"{self.prefix}-services"
+
+    @property
+    def firewall(self) -> str:
+        return f"{self.prefix}-allow-internal"
+
+    @property
+    def cluster(self) -> str:
+        return f"{self.prefix}-gke"
+
+    @property
+    def system_pool(self) -> str:
+        return f"{self.prefix}-system"
+
+    @property
+    def node_service_account(self) -> str:
+        return f"{self.prefix}-gke-nodes"
+
+    @property
+    def workload_policy(self) -> str:
+        return f"{self.prefix}-cube-policy"
+
+    def tpu_pool(self, index: int) -> str:
+        return f"{self.prefix}-tpu-{index}"
+
+    # Cluster-scoped Kueue objects: several stacks may share one cluster's API
+    # in future, and distinct names make kubectl output self-explaining.
+    @property
+    def kueue_topology(self) -> str:
+        return f"{self.prefix}-slice-topology"
+
+    @property
+    def resource_flavor(self) -> str:
+        return f"{self.prefix}-tpu7x"
+
+    @property
+    def admission_check(self) -> str:
+        return f"{self.prefix}-slice"
+
+    @property
+    def cluster_queue(self) -> str:
+        return f"{self.prefix}-tpu"
+
+    def priority_class(self, level: str, value: int) -> str:
+        return f"{self.prefix}-{level}-{value}"
+
+    def limits(self, pool_count: int) -> list[tuple[str, str, int]]:
+        """(what, name, limit) for every derived name, with the longest variants."""
+        last_pool = max(pool_count, 1)
+        return [
+            ("network", self.network, COMPUTE_LIMIT),
+            ("node subnet", self.node_subnet, COMPUTE_LIMIT),
+            ("proxy subnet", self.proxy_subnet, COMPUTE_LIMIT),
+            ("pod range", self.pod_range, COMPUTE_LIMIT),
+            ("service range", self.service_range, COMPUTE_LIMIT),
+            ("firewall", self.firewall, COMPUTE_LIMIT),
+            ("workload policy", self.workload_policy, COMPUTE_LIMIT),
+            ("cluster", self.cluster, GKE_LIMIT),
+            ("system node pool", self.system_pool, GKE_LIMIT),
+            ("TPU node pool", self.tpu_pool(last_pool), GKE_LIMIT),
+            ("node service account", self.node_service_account, SERVICE_ACCOUNT_LIMIT),
+            ("Kueue topology", self.kueue_topology, K8S_NAME_LIMIT),
+            ("priority class", self.priority_class("medium", 2_000_000_000), K8S_NAME_LIMIT),
+        ]
+
+    def gcp_names(self, pool_count: int) -> list[str]:
+        """Names that must be unique per project (and region) across stacks."""
+        return [name for what, name, limit in self.limits(pool_count) if limit != K8S_NAME_LIMIT]

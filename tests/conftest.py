@@ -1,0 +1,84 @@
+"""Shared fixtures: one mock engine (plan/engine.py) runs the real program for every test."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from plan import engine
+from settings.loader import load
+from settings.model import StackConfig
+
+DevRunner = Callable[..., engine.PlanResult]
+
+
+def dev_raw() -> tuple[dict[str, Any], list[str]]:
+    return engine.read_stack_config(engine.stack_file("dev"))
+
+
+def merged(overrides: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dev stack's config with `overrides` deep-merged in (None deletes a key)."""
+    raw = copy.deepcopy(base if base is not None else dev_raw()[0])
+    for key, value in overrides.items():
+        full = key if ":" in key else f"tpu-slicing:{key}"
+        if value is None:
+            raw.pop(full, None)
+            continue
+        current = raw.get(full)
+        if isinstance(value, dict) and isinstance(current, str) and current.startswith("{"):
+            raw[full] = json.dumps(_deep_merge(json.loads(current), value))
+        else:
+            raw[full] = value if isinstance(value, str) else json.dumps(value)
+    return raw
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_with(overrides: dict[str, Any] | None = None, stack: str = "dev") -> StackConfig:
+    raw, secrets = dev_raw()
+    raw = merged(overrides or {}, raw)
+    return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets)
+
+
+@pytest.fixture(scope="session")
+def dev_plan() -> engine.PlanResult:
+    """The dev stack as committed, in apply mode."""
+    return engine.run_stack("dev")
+
+
+@pytest.fixture(scope="session")
+def dev_preview() -> engine.PlanResult:
+    """The dev stack as a brand-new stack in `pulumi preview`: cloud-computed values unknown."""
+    return engine.run_stack("dev", preview=True)
+
+
+@pytest.fixture()
+def run_dev() -> DevRunner:
+    """Run the program with the dev config plus overrides."""
+
+    def runner(
+        overrides: dict[str, Any] | None = None, *, preview: bool = False, secret_keys: list[str] | None = None
+    ) -> engine.PlanResult:
+        raw, secrets = dev_raw()
+        return engine.run(
+            merged(overrides or {}, raw),
+            stack="dev",
+            secret_keys=[*secrets, *(secret_keys or [])],
+            preview=preview,
+        )
+
+    return runner

@@ -1,0 +1,222 @@
+"""Google Cloud half of the graph: each resource's settings and its dependency edges."""
+
+from __future__ import annotations
+
+import yaml
+
+from infra.apis import REQUIRED_APIS
+from infra.cluster import NODE_ROLE
+from plan.engine import PLACEHOLDER_ENDPOINT, PlanResult
+from tests.conftest import DevRunner
+
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+
+
+def test_project_apis_and_ai_zone_preview_feature(dev_plan: PlanResult) -> None:
+    services = sorted(r.get("service") for r in dev_plan.of_type("gcp:projects/service:Service"))
+    assert services == sorted(REQUIRED_APIS)
+    assert all(r.get("disableOnDestroy") is False for r in dev_plan.of_type("gcp:projects/service:Service"))
+    feature = dev_plan.one("gcp:compute/previewFeature:PreviewFeature")
+    assert feature.get("name") == "ai-zones-visibility"
+    assert feature.get("activationStatus") == "ENABLED"
+    assert feature.get("rolloutOperation.rolloutInput.predefinedRolloutPlan") == "ROLLOUT_PLAN_FAST_ROLLOUT"
+    compute = dev_plan.one("gcp:projects/service:Service", "compute")
+    assert dev_plan.depends_on(feature, compute)
+
+
+def test_network_has_jumbo_frames_and_custom_subnets(dev_plan: PlanResult) -> None:
+    vpc = dev_plan.one("gcp:compute/network:Network")
+    assert (vpc.get("name"), vpc.get("mtu"), vpc.get("routingMode")) == ("dev-net", 8896, "REGIONAL")
+    assert vpc.get("autoCreateSubnetworks") is False
+    nodes = dev_plan.one("gcp:compute/subnetwork:Subnetwork", "nodes")
+    assert nodes.get("ipCidrRange") == "10.10.0.0/18"
+    assert nodes.get("privateIpGoogleAccess") is True
+    assert nodes.get("region") == "us-central1"
+    assert {r["rangeName"]: r["ipCidrRange"] for r in nodes.get("secondaryIpRanges")} == {
+        "dev-pods": "10.16.0.0/14",
+        "dev-services": "10.20.0.0/20",
+    }
+    proxy = dev_plan.one("gcp:compute/subnetwork:Subnetwork", "proxy")
+    assert (proxy.get("purpose"), proxy.get("role"), proxy.get("ipCidrRange")) == (
+        "REGIONAL_MANAGED_PROXY",
+        "ACTIVE",
+        "172.16.0.0/26",
+    )
+    assert dev_plan.depends_on(nodes, vpc) and dev_plan.depends_on(proxy, vpc)
+
+
+def test_firewall_allows_only_the_stacks_own_ranges(dev_plan: PlanResult) -> None:
+    firewall = dev_plan.one("gcp:compute/firewall:Firewall")
+    assert firewall.get("direction") == "INGRESS"
+    assert sorted(firewall.get("sourceRanges")) == sorted(
+        ["10.10.0.0/18", "10.16.0.0/14", "10.20.0.0/20", "172.16.0.0/26"]
+    )
+    assert "10.0.0.0/8" not in firewall.get("sourceRanges")
+    assert {a["protocol"] for a in firewall.get("allows")} == {"tcp", "udp", "icmp"}
+
+
+def test_cluster_settings(dev_plan: PlanResult) -> None:
+    cluster = dev_plan.one(CLUSTER)
+    assert cluster.get("name") == "dev-gke"
+    assert cluster.get("location") == "us-central1"  # regional
+    assert cluster.get("minMasterVersion") == "1.36.0-gke.3712000"
+    assert cluster.get("releaseChannel.channel") == "RAPID"
+    assert cluster.get("gatewayApiConfig.channel") == "CHANNEL_STANDARD"
+    assert cluster.get("monitoringConfig.managedPrometheus.enabled") is True
+    assert cluster.get("monitoringConfig.advancedDatapathObservabilityConfig.enableMetrics") is True
+    assert cluster.get("datapathProvider") == "ADVANCED_DATAPATH"
+    assert cluster.get("workloadIdentityConfig.workloadPool") == "example-tpu-project.svc.id.goog"
+    assert cluster.get("ipAllocationPolicy.clusterSecondaryRangeName") == "dev-pods"
+    assert cluster.get("ipAllocationPolicy.servicesSecondaryRangeName") == "dev-services"
+    addons = cluster.get("addonsConfig")
+    assert addons["httpLoadBalancing"] == {"disabled": False}
+    assert addons["horizontalPodAutoscaling"] == {"disabled": False}
+    for enabled in ("gcpFilestoreCsiDriverConfig", "gcsFuseCsiDriverConfig", "dnsCacheConfig", "sliceControllerConfig"):
+        assert addons[enabled] == {"enabled": True}, enabled
+    assert cluster.get("deletionProtection") is True
+    assert cluster.get("removeDefaultNodePool") is True
+    assert cluster.get("maintenancePolicy.dailyMaintenanceWindow.startTime") == "03:00"
+    exclusion = cluster.get("maintenancePolicy.maintenanceExclusions.0")
+    assert exclusion["exclusionName"] == "hold-minor-upgrades"
+    assert exclusion["startTime"] == "2026-12-01T00:00:00Z"
+    assert "endTime" not in exclusion
+    assert exclusion["exclusionOptions"] == {
+        "scope": "NO_MINOR_OR_NODE_UPGRADES",
+        "endTimeBehavior": "UNTIL_END_OF_SUPPORT",
+    }
+
+
+def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunner) -> None:
+    plan = run_dev(
+        {
+            "cluster": {
+                "deletionProtection": False,
+                "maintenanceExclusion": {
+                    "scope": "NO_UPGRADES",
+                    "start": "2026-12-20T00:00:00Z",
+                    "end": "2027-01-05T00:00:00Z",
+                    "untilEndOfSupport": None,
+                },
+            }
+        }
+    )
+    cluster = plan.one(CLUSTER)
+    assert cluster.get("deletionProtection") is False
+    exclusion = cluster.get("maintenancePolicy.maintenanceExclusions.0")
+    assert (exclusion["startTime"], exclusion["endTime"]) == ("2026-12-20T00:00:00Z", "2027-01-05T00:00:00Z")
+    assert exclusion["exclusionOptions"] == {"scope": "NO_UPGRADES"}
+    no_exclusion = run_dev({"cluster": {"maintenanceExclusion": None}}).one(CLUSTER)
+    assert no_exclusion.get("maintenancePolicy.maintenanceExclusions") is None
+
+
+def test_system_pool_replaces_the_default_pool(dev_plan: PlanResult) -> None:
+    pool = dev_plan.one(POOL, "system-pool")
+    assert pool.get("name") == "dev-system"
+    assert pool.get("nodeCount") == 1
+    assert pool.get("nodeConfig.machineType") == "n2-standard-32"
+    assert pool.get("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
+    assert pool.get("nodeConfig.serviceAccount") == "dev-gke-nodes@example-tpu-project.iam.gserviceaccount.com"
+    assert dev_plan.depends_on(pool, dev_plan.one(CLUSTER))
+
+
+def test_node_service_account_gets_only_the_minimal_node_role(dev_plan: PlanResult) -> None:
+    members = dev_plan.of_type("gcp:projects/iAMMember:IAMMember")
+    assert [(m.get("role"), m.get("member")) for m in members] == [
+        (NODE_ROLE, "serviceAccount:dev-gke-nodes@example-tpu-project.iam.gserviceaccount.com")
+    ]
+
+
+def test_workload_policy(dev_plan: PlanResult) -> None:
+    policy = dev_plan.one(POLICY)
+    assert policy.get("name") == "dev-cube-policy"
+    assert policy.get("region") == "us-central1"
+    assert policy.get("workloadPolicy") == {
+        "type": "HIGH_THROUGHPUT",
+        "acceleratorTopology": "4x4x4",
+        "acceleratorTopologyMode": "PROVISION_ONLY",
+    }
+
+
+def test_tpu_pools_bind_one_cube_each_to_the_reservation(dev_plan: PlanResult) -> None:
+    pools = sorted((p for p in dev_plan.of_type(POOL) if p.name.startswith("cube-")), key=lambda p: p.name)
+    assert [p.get("name") for p in pools] == ["dev-tpu-1", "dev-tpu-2"]
+    cluster, policy = dev_plan.one(CLUSTER), dev_plan.one(POLICY)
+    for index, pool in enumerate(pools):
+        assert pool.get("nodeCount") == 16
+        assert pool.get("nodeLocations") == ["us-central1-ai1a"]
+        assert pool.get("location") == "us-central1"
+        assert pool.get("nodeConfig.machineType") == "tpu7x-standard-4t"
+        assert pool.get("placementPolicy") == {"type": "COMPACT", "policyName": "dev-cube-policy"}
+        assert pool.get("nodeConfig.reservationAffinity") == {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [
+                "projects/example-tpu-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0"
+                f"/reservationSubBlocks/sub-block-{index}"
+            ],
+        }
+        assert pool.get("nodeConfig.workloadMetadataConfig.mode") == "GKE_METADATA"
+        assert dev_plan.depends_on(pool, cluster)
+        assert dev_plan.depends_on(pool, policy)
+
+
+def test_pools_follow_cube_count_and_block_binding(run_dev: DevRunner) -> None:
+    plan = run_dev({"tpu": {"cubes": 3}, "reservation": {"subBlocks": None, "project": "resv-project"}})
+    pools = [p for p in plan.of_type(POOL) if p.name.startswith("cube-")]
+    assert len(pools) == 3
+    assert {tuple(p.get("nodeConfig.reservationAffinity.values")) for p in pools} == {
+        ("projects/resv-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0",)
+    }
+    assert plan.outputs["totalChips"].value == 192
+
+
+def test_cluster_does_not_wait_for_tpu_pools(dev_plan: PlanResult) -> None:
+    cluster = dev_plan.one(CLUSTER)
+    for pool in dev_plan.of_type(POOL):
+        assert not dev_plan.depends_on(cluster, pool)
+
+
+def test_everything_waits_for_the_apis(dev_plan: PlanResult) -> None:
+    container_api = dev_plan.one("gcp:projects/service:Service", "container")
+    for type_ in (CLUSTER, POLICY, "gcp:compute/network:Network"):
+        assert dev_plan.depends_on(dev_plan.one(type_), container_api), type_
+
+
+def test_outputs_and_secrecy(dev_plan: PlanResult) -> None:
+    outputs = dev_plan.outputs
+    assert outputs["clusterName"].value == "dev-gke"
+    assert outputs["location"].value == "us-central1"
+    assert outputs["endpoint"].value == PLACEHOLDER_ENDPOINT
+    assert outputs["nodePools"].value == ["dev-tpu-1", "dev-tpu-2"]
+    assert outputs["totalChips"].value == 128
+    assert outputs["kubeconfig"].secret
+    assert not any(o.secret for name, o in outputs.items() if name != "kubeconfig")
+    kubeconfig = yaml.safe_load(outputs["kubeconfig"].value)
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{PLACEHOLDER_ENDPOINT}"
+    user = kubeconfig["users"][0]["user"]
+    assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert "token" not in user
+
+
+def test_fresh_stack_previews_with_cluster_outputs_unknown(dev_preview: PlanResult, dev_plan: PlanResult) -> None:
+    assert len(dev_preview.resources) == len(dev_plan.resources)
+    assert not dev_preview.outputs["endpoint"].known
+    assert not dev_preview.outputs["kubeconfig"].known
+    assert dev_preview.outputs["kubeconfig"].secret
+    assert dev_preview.outputs["clusterName"].value == "dev-gke"
+
+
+def test_components_use_type_tokens_and_parent_their_children(dev_plan: PlanResult) -> None:
+    components = {r.urn: r for r in dev_plan.resources if not r.custom}
+    assert {r.type for r in components.values()} >= {
+        "tpu-slicing:infra:ProjectApis",
+        "tpu-slicing:infra:Network",
+        "tpu-slicing:infra:Cluster",
+        "tpu-slicing:infra:WorkloadPolicy",
+        "tpu-slicing:infra:TpuPools",
+    }
+    for resource in dev_plan.resources:
+        if resource.type.startswith("gcp:"):
+            assert resource.parent in components, resource.name

@@ -1,0 +1,61 @@
+"""The offline plan command: what a newcomer sees first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from plan.__main__ import main
+from plan.engine import ROOT
+
+
+def test_plan_prints_tree_capacity_and_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert "DESIRED STATE" in out and "not a diff against the cloud" in out
+    assert "tpu-slicing:infra:TpuPools  tpu-pools" in out
+    assert "gcp:container/nodePool:NodePool  cube-1" in out
+    assert "nodeConfig.reservationAffinity.consumeReservationType=SPECIFIC_RESERVATION" in out
+    assert "workloadPolicy.acceleratorTopologyMode=PROVISION_ONLY" in out
+    assert "2 cube(s) of 4x4x4 tpu7x: 32 VMs, 128 chips, 256 JAX devices, 24576 GiB HBM" in out
+    assert "dev-tpu-2 -> projects/example-tpu-project/reservations/example-tpu7x-reservation" in out
+    assert "kubeconfig = [secret]" in out
+    assert "totalChips = 128" in out
+
+
+def test_preview_mode_shows_unknowns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "dev", "--preview"]) == 0
+    out = capsys.readouterr().out
+    assert "preview (a brand-new stack)" in out
+    assert "endpoint = (known after apply)" in out
+
+
+def test_missing_stack_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--stack", "no-such-stack"]) == 2
+    assert "Pulumi.no-such-stack.yaml" in capsys.readouterr().err
+
+
+def test_invalid_stack_file_exits_with_the_problems(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    path = ROOT / "Pulumi.ci-invalid.yaml"
+    path.write_text("config:\n  gcp:project: example-tpu-project\n  tpu-slicing:zone: nowhere\n")
+    try:
+        assert main(["--stack", "ci-invalid"]) == 2
+    finally:
+        path.unlink()
+    err = capsys.readouterr().err
+    assert "tpu-slicing:zone" in err and "tpu-slicing:reservation: is required" in err
+
+
+def test_plan_runs_as_a_module_in_a_fresh_process() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plan", "--stack", "dev"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Resources (" in done.stdout

@@ -1,0 +1,274 @@
+"""The configuration contract: defaults, derived values, and bad input rejected before registration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plan import engine
+from settings.loader import ConfigError, load
+from settings.model import SUBSLICING_MIN_GKE
+from tests.conftest import DevRunner, config_with, dev_raw, merged
+
+
+def test_dev_stack_defaults_follow_the_reference() -> None:
+    config = config_with()
+    assert config.location == "us-central1"
+    assert config.name_prefix == "dev"
+    assert config.network.mtu == 8896
+    assert str(config.network.node_cidr) == "10.10.0.0/18"
+    assert str(config.network.proxy_cidr) == "172.16.0.0/26"
+    assert config.cluster.version == SUBSLICING_MIN_GKE
+    assert config.cluster.release_channel.value == "RAPID"
+    assert config.cluster.system_machine_type == "n2-standard-32"
+    assert config.cluster.deletion_protection is True
+    assert config.tpu.machine_type == "tpu7x-standard-4t"
+    assert (config.tpu.cubes, config.tpu.vms_per_cube, config.tpu.total_chips) == (2, 16, 128)
+    assert [p for _, p in config.kueue.priorities.items()] == [1000, 2000, 3000]
+    assert len(config.kueue.topology_levels) == 7
+    assert (config.checks.subslicing.topology, config.checks.subslicing.replicas) == ("2x2x2", 6)
+    assert config.checks.superslicing.topology == "4x4x8"
+    assert config.serving.backend.value == "vllm-pd"
+    assert config.serving.namespace == "llm-d-pd-disaggregation"
+    assert (config.serving.prefill.replicas, config.serving.prefill.topology) == (4, "2x2x2")
+
+
+def test_name_prefix_defaults_to_the_stack_name() -> None:
+    raw, secrets = dev_raw()
+    config = load(raw, stack="serving-b0", project="p-roject", secret_keys=secrets)
+    assert config.names.cluster == "serving-b0-gke"
+    assert config.names.tpu_pool(2) == "serving-b0-tpu-2"
+
+
+def test_region_may_be_given_when_it_matches() -> None:
+    assert config_with({"region": "us-central1"}).location == "us-central1"
+
+
+def test_reservation_paths_use_sub_blocks_or_the_block() -> None:
+    config = config_with()
+    assert config.reservation.pool_paths(config.project, 2) == [
+        "projects/example-tpu-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0"
+        f"/reservationSubBlocks/sub-block-{i}"
+        for i in range(2)
+    ]
+    whole = config_with({"reservation": {"subBlocks": None, "project": "shared-resv"}})
+    assert (
+        whole.reservation.pool_paths(whole.reservation_project, 2)
+        == ["projects/shared-resv/reservations/example-tpu7x-reservation/reservationBlocks/block-0"] * 2
+    )
+
+
+def test_secret_token_is_accepted_and_kept_secret() -> None:
+    raw, secrets = dev_raw()
+    raw = merged({"hfToken": "hf_abc"}, raw)
+    config = load(raw, stack="dev", project="example-tpu-project", secret_keys=[*secrets, "tpu-slicing:hfToken"])
+    assert config.hf_token is not None
+    assert "hf_abc" not in repr(config)
+
+
+# (overrides, key that the message must name, a fragment of what is allowed)
+INVALID: list[tuple[str, dict[str, Any], str, str]] = [
+    ("missing zone", {"zone": None}, "tpu-slicing:zone", "required"),
+    ("bad zone", {"zone": "central"}, "tpu-slicing:zone", "pattern"),
+    ("region mismatch", {"region": "europe-west4"}, "region", "us-central1"),
+    ("unknown top key", {"netwrok": {}}, "netwrok", "did you mean 'network'"),
+    ("unknown nested key", {"network": {"mtuu": 1500}}, "tpu-slicing:network", "did you mean 'mtu'"),
+    ("snake_case key", {"cluster": {"deletion_protection": False}}, "tpu-slicing:cluster", "deletionProtection"),
+    ("mtu too large", {"network": {"mtu": 9000}}, "tpu-slicing:network.mtu", "8896"),
+    ("mtu too small", {"network": {"mtu": 576}}, "tpu-slicing:network.mtu", "1300"),
+    ("public node range", {"network": {"nodeCidr": "8.8.0.0/18"}}, "tpu-slicing:network.nodeCidr", "private"),
+    ("proxy too small", {"network": {"proxyCidr": "172.16.0.0/28"}}, "tpu-slicing:network.proxyCidr", "/26"),
+    ("overlapping ranges", {"network": {"proxyCidr": "10.10.0.0/26"}}, "nodeCidr", "disjoint"),
+    ("not a cidr", {"network": {"nodeCidr": "10.10.0.0/33"}}, "tpu-slicing:network.nodeCidr", "'10.10.0.0/33'"),
+    ("prefix too long", {"namePrefix": "a" * 21}, "tpu-slicing:namePrefix", "20"),
+    ("prefix not rfc1035", {"namePrefix": "Dev_1"}, "tpu-slicing:namePrefix", "lowercase"),
+    ("prefix starts with digit", {"namePrefix": "1dev"}, "tpu-slicing:namePrefix", "starting with a letter"),
+    (
+        "old gke version",
+        {"cluster": {"version": "1.34.1-gke.100"}},
+        "tpu-slicing:cluster.version",
+        "1.35.2-gke.1842000",
+    ),
+    (
+        "gke version too old for subslicing",
+        {"cluster": {"version": "1.35.2-gke.1842000"}},
+        "cluster.version",
+        SUBSLICING_MIN_GKE,
+    ),
+    ("malformed gke version", {"cluster": {"version": "1.36"}}, "tpu-slicing:cluster.version", "GKE version"),
+    ("release channel", {"cluster": {"releaseChannel": "STABLE"}}, "cluster.releaseChannel", "RAPID"),
+    ("unknown channel", {"cluster": {"releaseChannel": "FAST"}}, "tpu-slicing:cluster.releaseChannel", "'RAPID'"),
+    ("system nodes", {"cluster": {"systemNodesPerZone": 0}}, "tpu-slicing:cluster.systemNodesPerZone", "1"),
+    (
+        "exclusion too long",
+        {
+            "cluster": {
+                "maintenanceExclusion": {
+                    "name": "x",
+                    "scope": "NO_UPGRADES",
+                    "start": "2026-12-01T00:00:00Z",
+                    "end": "2027-02-01T00:00:00Z",
+                    "untilEndOfSupport": None,
+                }
+            }
+        },
+        "cluster.maintenanceExclusion",
+        "30 days",
+    ),
+    (
+        "exclusion both ends",
+        {"cluster": {"maintenanceExclusion": {"end": "2026-12-10T00:00:00Z"}}},
+        "cluster.maintenanceExclusion",
+        "exactly one",
+    ),
+    (
+        "exclusion until eos with no_upgrades",
+        {"cluster": {"maintenanceExclusion": {"scope": "NO_UPGRADES"}}},
+        "cluster.maintenanceExclusion",
+        "untilEndOfSupport",
+    ),
+    (
+        "exclusion naive time",
+        {"cluster": {"maintenanceExclusion": {"start": "2026-12-01T00:00:00"}}},
+        "cluster.maintenanceExclusion",
+        "time zone",
+    ),
+    (
+        "exclusion bad scope",
+        {"cluster": {"maintenanceExclusion": {"scope": "FOREVER"}}},
+        "cluster.maintenanceExclusion.scope",
+        "NO_MINOR_UPGRADES",
+    ),
+    ("missing reservation name", {"reservation": {"name": None}}, "tpu-slicing:reservation.name", "required"),
+    ("missing reservation", {"reservation": None}, "tpu-slicing:reservation", "required"),
+    ("sub-blocks count", {"reservation": {"subBlocks": ["sb-0"]}}, "reservation.subBlocks", "tpu.cubes"),
+    ("sub-block twice", {"reservation": {"subBlocks": ["sb-0", "sb-0"]}}, "tpu-slicing:reservation.subBlocks", "twice"),
+    (
+        "cubes over block",
+        {"tpu": {"cubes": 3}, "reservation": {"subBlocks": None, "blockCubes": 2}},
+        "tpu.cubes",
+        "blockCubes",
+    ),
+    ("zero cubes", {"tpu": {"cubes": 0}}, "tpu-slicing:tpu.cubes", "1"),
+    (
+        "unknown machine type",
+        {"tpu": {"machineType": "tpu7x-standard-8t"}},
+        "tpu-slicing:tpu.machineType",
+        "tpu7x-standard-4t",
+    ),
+    ("machine without cubes", {"tpu": {"machineType": "ct5lp-hightpu-4t"}}, "tpu-slicing:tpu", "saxml or jetstream"),
+    ("wrong cube", {"tpu": {"cubeTopology": "4x4x8"}}, "tpu-slicing:tpu", "4x4x4"),
+    ("floating chart", {"versions": {"kueue": "latest"}}, "tpu-slicing:versions.kueue", "exact version"),
+    ("chart range", {"versions": {"jobset": "^0.11"}}, "tpu-slicing:versions.jobset", "exact version"),
+    (
+        "nightly image",
+        {"versions": {"jaxTpuImage": "repo/jax:nightly"}},
+        "tpu-slicing:versions.jaxTpuImage",
+        "floating",
+    ),
+    (
+        "untagged image",
+        {"versions": {"sliceControllerImage": "tpuongke/kueue-slice-controller"}},
+        "tpu-slicing:versions.sliceControllerImage",
+        "tag or digest",
+    ),
+    (
+        "priorities out of order",
+        {"kueue": {"priorities": {"low": 5000}}},
+        "tpu-slicing:kueue.priorities",
+        "low < medium < high",
+    ),
+    (
+        "topology levels",
+        {"kueue": {"topologyLevels": ["cloud.google.com/gce-topology-block"]}},
+        "tpu-slicing:kueue.topologyLevels",
+        "kubernetes.io/hostname",
+    ),
+    (
+        "subslice shape",
+        {"checks": {"subslicing": {"enabled": True, "topology": "4x4x8"}}},
+        "checks.subslicing.topology",
+        "2x2x1",
+    ),
+    (
+        "subslice replicas",
+        {"checks": {"subslicing": {"enabled": True, "replicas": 17}}},
+        "checks.subslicing.replicas",
+        "at most 16",
+    ),
+    (
+        "superslice not tiling",
+        {"checks": {"superslicing": {"enabled": True, "topology": "2x4x4"}}},
+        "checks.superslicing.topology",
+        "cube",
+    ),
+    (
+        "superslice too big",
+        {"checks": {"superslicing": {"enabled": True, "topology": "4x8x8"}}},
+        "checks.superslicing.topology",
+        "tpu.cubes",
+    ),
+    (
+        "bad shape text",
+        {"checks": {"superslicing": {"topology": "4by4"}}},
+        "tpu-slicing:checks.superslicing.topology",
+        "AxBxC",
+    ),
+    ("unknown backend", {"serving": {"backend": "vllm"}}, "tpu-slicing:serving.backend", "'vllm-pd'"),
+    ("missing bucket", {"serving": {"model": {"weightsBucket": None}}}, "serving.model.weightsBucket", "required"),
+    ("bad namespace", {"serving": {"namespace": "LLM"}}, "tpu-slicing:serving.namespace", "lowercase"),
+    (
+        "serving too big",
+        {"serving": {"prefill": {"replicas": 9}, "decode": {"replicas": 8}}},
+        "serving.prefill",
+        "128 chips",
+    ),
+    ("serving shape", {"serving": {"decode": {"topology": "4x4x8"}}}, "serving.decode.topology", "sub-slice"),
+    ("model does not fit", {"serving": {"model": {"parametersBillions": 2000}}}, "serving.prefill.topology", "chips"),
+    ("headroom", {"serving": {"model": {"kvCacheHeadroom": 1.5}}}, "tpu-slicing:serving.model.kvCacheHeadroom", "1"),
+    ("plain-text token", {"hfToken": "hf_plaintext"}, "tpu-slicing:hfToken", "--secret"),
+    ("project key", {"project": "other"}, "tpu-slicing:project", "gcp:project"),
+    ("no gcp project", {"gcp:project": None}, "gcp:project", "required"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "allowed"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_configuration_is_rejected_before_registration(
+    run_dev: DevRunner, overrides: dict[str, Any], key: str, allowed: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        run_dev(overrides)
+    message = str(caught.value)
+    assert key in message, message
+    assert allowed in message, message
+    assert "plaintext" not in message  # a rejected secret is never echoed
+    assert caught.value.registered_resources == []  # type: ignore[attr-defined]
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(INVALID) >= 30
+
+
+def test_model_memory_message_says_what_is_needed() -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_with({"serving": {"model": {"parametersBillions": 2000, "bytesPerParameter": 1}}})
+    message = str(caught.value)
+    # 2000e9 B = 1863 GiB; with 30% headroom 2661 GiB; 192 GiB chips -> 14 chips; smallest shape 2x2x4.
+    assert "1863 GiB of weights" in message
+    assert "at least 14 tpu7x chips" in message
+    assert "smallest shape: 2x2x4" in message
+
+
+def test_all_problems_name_the_stack_namespace() -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_with({"network": {"mtu": 1}, "tpu": {"cubes": 0}})
+    assert all(p.startswith(("tpu-slicing:", "gcp:")) for p in caught.value.problems)
+
+
+def test_engine_reads_secure_values_as_secret_placeholders(tmp_path: Any) -> None:
+    stack = tmp_path / "Pulumi.t.yaml"
+    stack.write_text("config:\n  tpu-slicing:hfToken:\n    secure: AAABAO==\n  tpu-slicing:zone: us-central1-ai1a\n")
+    raw, secrets = engine.read_stack_config(stack)
+    assert secrets == ["tpu-slicing:hfToken"]
+    assert raw["tpu-slicing:hfToken"] == engine.SECRET_PLACEHOLDER
