@@ -11,6 +11,11 @@ from infra.cluster import Cluster, ClusterArgs
 from infra.network import Network, NetworkArgs
 from infra.tpu_pools import TpuPools, TpuPoolsArgs
 from infra.workload_policy import WorkloadPolicy, WorkloadPolicyArgs
+from k8s.controllers import Controllers, ControllersArgs
+from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
+from k8s.provider import cluster_provider
+from k8s.slice_controller import SliceController, SliceControllerArgs
+from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs
 from settings.loader import from_runtime
 
 # Validation happens here, before the first resource is registered.
@@ -77,6 +82,62 @@ tpu_pools = TpuPools(
         accelerator_label=config.tpu.generation.accelerator_label,
     ),
 )
+
+# Cluster software: needs the cluster, not the TPU pools, so it installs while they provision.
+provider = cluster_provider(cluster)
+versions = config.versions
+controllers = Controllers(
+    "controllers",
+    ControllersArgs(
+        provider=provider, jobset_version=versions.jobset, kueue_version=versions.kueue, lws_version=versions.lws
+    ),
+)
+slice_controller = SliceController(
+    "slice-controller",
+    SliceControllerArgs(provider=provider, image=versions.slice_controller_image, depends_on=controllers.releases),
+)
+generation = config.tpu.generation
+machine = generation.machine_type(config.tpu.machine_type)
+vms = config.tpu.cubes * config.tpu.vms_per_cube
+queues = KueueQueues(
+    "kueue",
+    KueueQueuesArgs(
+        provider=provider,
+        names=names,
+        namespace=config.serving.namespace,
+        topology_levels=config.kueue.topology_levels,
+        accelerator_label=generation.accelerator_label,
+        priorities=config.kueue.priorities.items(),
+        tpu_chips=config.tpu.total_chips,
+        vcpus=vms * machine.vcpus,
+        memory_gib=vms * machine.memory_gib,
+        kueue=controllers.kueue,
+        slice_controller=slice_controller,
+    ),
+)
+priority = dict(config.kueue.priorities.items())
+checks = [
+    SliceCheck(name, cfg.topology, replicas, names.priority_class(level, priority[level]))
+    for name, cfg, replicas, level in (
+        ("subslicing-check", config.checks.subslicing, config.checks.subslicing.replicas, "low"),
+        ("superslicing-check", config.checks.superslicing, 1, "medium"),
+    )
+    if cfg.enabled
+]
+if checks:
+    SlicingChecks(
+        "slicing-checks",
+        SlicingChecksArgs(
+            provider=provider,
+            namespace=config.serving.namespace,
+            local_queue=LOCAL_QUEUE,
+            generation=generation,
+            image=versions.jax_tpu_image,
+            checks=checks,
+            # TPU consumers wait for the pools, so a destroy removes them first.
+            depends_on=[tpu_pools, slice_controller, controllers.jobset, queues],
+        ),
+    )
 
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("location", cluster.cluster.location)

@@ -6,10 +6,12 @@ the Pulumi components and the offline plan all agree.
 
 Sources (checked 2026-11):
 - TPU7x: https://docs.cloud.google.com/tpu/docs/tpu7x (192 GiB HBM, 2 TensorCores
-  per chip, 9,216 chips per pod) and GKE dynamic slicing docs (a 4x4x4 cube is
+  per chip exposed to JAX as two devices, 9,216 chips per pod, 224 vCPU / 960 GB per
+  4-chip VM) and GKE dynamic slicing docs (a 4x4x4 cube is
   16 tpu7x-standard-4t VMs, sub-slices 2x2x1..2x4x4, super-slices tile cubes).
 - v5p / v6e / v5e: Cloud TPU system architecture pages and the GKE TPU table
-  (labels tpu-v5p-slice, tpu-v6e-slice, tpu-v5-lite-podslice).
+  (labels tpu-v5p-slice, tpu-v6e-slice, tpu-v5-lite-podslice) and the machine-type
+  tables for vCPU and memory per VM.
 - 3-D shape rule (one of four small shapes, or every side a multiple of 4 with
   A <= B <= C) and the cube limits: xpk `core/system_characteristics.py`.
 """
@@ -61,6 +63,8 @@ class Topology:
 class MachineType:
     name: str
     chips_per_vm: int
+    vcpus: int
+    memory_gib: int
 
 
 @dataclass(frozen=True)
@@ -194,7 +198,7 @@ CATALOG: dict[str, Generation] = {
         hbm_gib_per_chip=192,
         tensorcores_per_chip=2,
         devices_per_chip=2,
-        machine_types=(MachineType("tpu7x-standard-4t", 4),),
+        machine_types=(MachineType("tpu7x-standard-4t", 4, vcpus=224, memory_gib=960),),
         multi_host_machine_type="tpu7x-standard-4t",
         small_shapes=_v4_style_small_shapes(),
         max_chips=144 * 64,
@@ -209,7 +213,7 @@ CATALOG: dict[str, Generation] = {
         hbm_gib_per_chip=95,
         tensorcores_per_chip=2,
         devices_per_chip=1,  # megacore: JAX sees one device per v5p chip
-        machine_types=(MachineType("ct5p-hightpu-4t", 4),),
+        machine_types=(MachineType("ct5p-hightpu-4t", 4, vcpus=208, memory_gib=448),),
         multi_host_machine_type="ct5p-hightpu-4t",
         small_shapes=_v4_style_small_shapes(),
         max_chips=8960,
@@ -222,9 +226,9 @@ CATALOG: dict[str, Generation] = {
         tensorcores_per_chip=1,
         devices_per_chip=1,
         machine_types=(
-            MachineType("ct6e-standard-1t", 1),
-            MachineType("ct6e-standard-4t", 4),
-            MachineType("ct6e-standard-8t", 8),
+            MachineType("ct6e-standard-1t", 1, vcpus=44, memory_gib=176),
+            MachineType("ct6e-standard-4t", 4, vcpus=180, memory_gib=720),
+            MachineType("ct6e-standard-8t", 8, vcpus=180, memory_gib=1440),
         ),
         multi_host_machine_type="ct6e-standard-4t",
         small_shapes=_TWO_D_SHAPES,
@@ -238,9 +242,9 @@ CATALOG: dict[str, Generation] = {
         tensorcores_per_chip=1,
         devices_per_chip=1,
         machine_types=(
-            MachineType("ct5lp-hightpu-1t", 1),
-            MachineType("ct5lp-hightpu-4t", 4),
-            MachineType("ct5lp-hightpu-8t", 8),
+            MachineType("ct5lp-hightpu-1t", 1, vcpus=24, memory_gib=48),
+            MachineType("ct5lp-hightpu-4t", 4, vcpus=112, memory_gib=192),
+            MachineType("ct5lp-hightpu-8t", 8, vcpus=224, memory_gib=384),
         ),
         multi_host_machine_type="ct5lp-hightpu-4t",
         small_shapes=_TWO_D_SHAPES,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from pathlib import Path
 
-from plan import engine, render
+from plan import engine, manifests, render
 from settings.loader import ConfigError, load
 
 
@@ -21,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
         "--preview",
         action="store_true",
         help="plan a brand-new stack: values only the cloud knows stay unknown, as in `pulumi preview`",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="where to write the Kubernetes objects as YAML (default build/plan/<stack>)",
     )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -36,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error in {path.name}: {err}", file=sys.stderr)
         return 2
     result = engine.run(raw, stack=args.stack, secret_keys=secret_keys, preview=args.preview)
-    sys.stdout.write(render.render(result, config))
+    out = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / args.stack
+    manifests.write(result, out)
+    shown = out.relative_to(engine.ROOT) if out.is_relative_to(engine.ROOT) else out
+    sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
     return 0
 
 

@@ -48,6 +48,7 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "nodeConfig.reservationAffinity.values",
     ),
     "gcp:serviceaccount/account:Account": ("accountId",),
+    "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
 }
 
@@ -61,7 +62,10 @@ def _short(value: Any) -> str:
 
 
 def settings_line(resource: Resource) -> str:
-    paths = KEY_SETTINGS.get(resource.type, ())
+    default: tuple[str, ...] = (
+        ("metadata.namespace", "metadata.name") if resource.type.startswith("kubernetes:") else ()
+    )
+    paths = KEY_SETTINGS.get(resource.type, default)
     masked = Resource(**{**resource.__dict__, "inputs": mask(resource.inputs)})
     parts = []
     for path in paths:
@@ -109,6 +113,25 @@ def capacity_lines(config: StackConfig) -> list[str]:
     return lines
 
 
+def software_lines(result: PlanResult, config: StackConfig) -> list[str]:
+    lines = []
+    for release in sorted(result.of_type("kubernetes:helm.sh/v3:Release"), key=lambda r: r.name):
+        chart = f"{release.get('chart')} {release.get('version')}"
+        lines.append(f"  {release.get('name'):<8} {chart} -> ns {release.get('namespace')}")
+    for deployment in result.of_type("kubernetes:apps/v1:Deployment"):
+        for container in deployment.get("spec.template.spec.containers") or []:
+            lines.append(f"  {deployment.get('metadata.name')}: {container['image']}")
+    for cq in result.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
+        quotas = cq.get("spec.resourceGroups.0.flavors.0.resources") or []
+        shown = ", ".join(f"{q['name']}={q['nominalQuota']}" for q in quotas)
+        lines.append(f"  ClusterQueue {cq.get('metadata.name')}: {shown}; preemption within queue: LowerPriority")
+    for wpc in sorted(
+        result.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"), key=lambda r: r.get("value")
+    ):
+        lines.append(f"  WorkloadPriorityClass {wpc.get('metadata.name')} = {_short(wpc.get('value'))}")
+    return lines
+
+
 def output_lines(result: PlanResult) -> list[str]:
     lines = []
     for name in sorted(result.outputs):
@@ -125,7 +148,7 @@ def output_lines(result: PlanResult) -> list[str]:
     return lines
 
 
-def render(result: PlanResult, config: StackConfig) -> str:
+def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = None) -> str:
     mode = "preview (a brand-new stack)" if result.preview else "apply"
     sections = [
         f"tpu-slicing plan for stack '{result.stack}' ({mode} mode)",
@@ -134,10 +157,15 @@ def render(result: PlanResult, config: StackConfig) -> str:
         f"Resources ({len(result.resources)}):",
         *tree(result),
         "",
-        "Capacity:",
+        "Cluster software:",
+        *software_lines(result, config),
+        "",
+        "Capacity and TPU workloads:",
         *capacity_lines(config),
         "",
         "Stack outputs:",
         *output_lines(result),
     ]
+    if manifests_dir:
+        sections += ["", f"Kubernetes objects and Helm values written for review to {manifests_dir}/"]
     return "\n".join(sections) + "\n"

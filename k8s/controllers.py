@@ -1,0 +1,84 @@
+"""JobSet, Kueue and LeaderWorkerSet from their pinned OCI Helm charts.
+
+`helm.v3.Release` rather than `helm.v4.Chart`: a Release is a plain custom
+resource, so a brand-new stack previews while the kubeconfig is still unknown
+(v4 Chart is a provider-side component and cannot be constructed then; see
+pulumi-kubernetes#3027 and pulumi#16331). Releases also wait for their
+Deployments, which is what makes Kueue's webhooks answer before any Kueue
+object is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    release: str  # also names the Deployment and the webhook Service of each chart
+    chart: str
+    namespace: str
+    deployment: str
+
+
+JOBSET = ChartSpec("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "jobset-system", "jobset-controller")
+KUEUE = ChartSpec("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "kueue-system", "kueue-controller-manager")
+LWS = ChartSpec("lws", "oci://registry.k8s.io/lws/charts/lws", "lws-system", "lws-controller-manager")
+
+INSTALL_TIMEOUT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class ControllersArgs:
+    provider: kubernetes.Provider
+    jobset_version: str
+    kueue_version: str
+    lws_version: str
+
+
+def _release(
+    spec: ChartSpec, version: str, values: dict[str, Any], opts: pulumi.ResourceOptions
+) -> kubernetes.helm.v3.Release:
+    return kubernetes.helm.v3.Release(
+        spec.release,
+        kubernetes.helm.v3.ReleaseArgs(
+            name=spec.release,
+            chart=spec.chart,
+            version=version,
+            namespace=spec.namespace,
+            create_namespace=True,
+            values=values,
+            # Wait for the Deployments (and webhooks behind them); roll back a failed install.
+            skip_await=False,
+            atomic=True,
+            cleanup_on_fail=True,
+            timeout=INSTALL_TIMEOUT_SECONDS,
+        ),
+        opts=opts,
+    )
+
+
+class Controllers(pulumi.ComponentResource):
+    """The three batch controllers, installed side by side (none depends on another)."""
+
+    jobset: kubernetes.helm.v3.Release
+    kueue: kubernetes.helm.v3.Release
+    lws: kubernetes.helm.v3.Release
+
+    def __init__(self, name: str, args: ControllersArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:k8s:Controllers", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.jobset = _release(JOBSET, args.jobset_version, {}, child)
+        # Kueue enables the JobSet and LWS integrations by default and waits for
+        # their APIs if they appear after it starts, so no ordering is needed.
+        self.kueue = _release(KUEUE, args.kueue_version, {"controllerManager": {"replicas": 2}}, child)
+        self.lws = _release(LWS, args.lws_version, {}, child)
+        self.register_outputs({"releases": [self.jobset.name, self.kueue.name, self.lws.name]})
+
+    @property
+    def releases(self) -> list[kubernetes.helm.v3.Release]:
+        return [self.jobset, self.kueue, self.lws]

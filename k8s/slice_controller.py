@@ -1,0 +1,275 @@
+"""The Kueue slice controller (admission check `accelerator.gke.io/slice`), as native objects.
+
+Built from the facts of the upstream kustomize manifest (dynamic-slicing.md §7.4)
+at a pinned image, instead of applying a manifest from a personal gist. Names stay
+upstream's: the controller finds its webhook configuration and certificate
+Secret by these names.
+
+Its mutating webhooks fail closed for every Job, JobSet, LeaderWorkerSet and
+StatefulSet in the cluster, so the webhook configuration is created only after
+the Deployment is ready, and the component installs after the other controllers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes.admissionregistration import v1 as admission
+from pulumi_kubernetes.apps import v1 as apps
+from pulumi_kubernetes.core import v1 as core
+from pulumi_kubernetes.meta import v1 as meta
+from pulumi_kubernetes.rbac import v1 as rbac
+
+from k8s.provider import COMMON_LABELS
+
+NAMESPACE = "slice-controller-system"
+PREFIX = "slice-controller"
+SERVICE_ACCOUNT = f"{PREFIX}-controller-manager"
+DEPLOYMENT = f"{PREFIX}-controller-manager"
+WEBHOOK_SERVICE = f"{PREFIX}-webhook-service"
+CERT_SECRET = f"{PREFIX}-webhook-server-cert"
+WEBHOOK_CONFIG = f"{PREFIX}-mutating-webhook-configuration"
+SELECTOR = {"control-plane": "controller-manager", "app.kubernetes.io/name": "slice-controller"}
+
+ARGS = (
+    "--metrics-bind-address=:8443",
+    "--leader-elect",
+    "--health-probe-bind-address=:8081",
+    "--zap-log-level=3",
+    "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
+    "--activation-timeout=60m",
+    "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
+)
+
+# (webhook name, path, API group, version, resource)
+WEBHOOKS = (
+    ("mjob.kb.io", "/mutate-batch-v1-job", "batch", "v1", "jobs"),
+    ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    (
+        "mleaderworkerset.kb.io",
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+    ),
+    ("mstatefulset.slice-controller.kb.io", "/mutate-apps-v1-statefulset", "apps", "v1", "statefulsets"),
+)
+
+
+def _rule(groups: Sequence[str], resources: Sequence[str], verbs: Sequence[str]) -> rbac.PolicyRuleArgs:
+    return rbac.PolicyRuleArgs(api_groups=list(groups), resources=list(resources), verbs=list(verbs))
+
+
+WATCH = ("get", "list", "watch")
+MANAGER_RULES = (
+    _rule([""], ["events"], ["create", "patch", "update", "watch"]),
+    _rule([""], ["nodes", "pods"], WATCH),
+    _rule([""], ["secrets"], [*WATCH, "update"]),
+    _rule(["accelerator.gke.io"], ["slices"], ["create", "delete", "get", "list", "patch", "update", "watch"]),
+    _rule(["accelerator.gke.io"], ["slices/finalizers"], ["update"]),
+    _rule(["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations"], [*WATCH, "update"]),
+    _rule(["batch"], ["jobs"], [*WATCH, "patch", "update"]),
+    _rule(["jobset.x-k8s.io"], ["jobsets"], [*WATCH, "patch", "update"]),
+    _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], [*WATCH, "patch", "update"]),
+    _rule(["kueue.x-k8s.io"], ["admissionchecks"], WATCH),
+    _rule(["kueue.x-k8s.io"], ["admissionchecks/status", "workloads/status"], ["get", "patch", "update"]),
+    _rule(["kueue.x-k8s.io"], ["workloads"], ["create", "get", "list", "patch", "update", "watch"]),
+)
+LEADER_ELECTION_RULES = (
+    _rule([""], ["configmaps"], ["get", "list", "watch", "create", "update", "patch", "delete"]),
+    _rule(["coordination.k8s.io"], ["leases"], ["get", "list", "watch", "create", "update", "patch", "delete"]),
+    _rule([""], ["events"], ["create", "patch"]),
+)
+
+
+@dataclass(frozen=True)
+class SliceControllerArgs:
+    provider: kubernetes.Provider
+    image: str
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def _meta(name: str, namespaced: bool = True) -> meta.ObjectMetaArgs:
+    return meta.ObjectMetaArgs(
+        name=name,
+        namespace=NAMESPACE if namespaced else None,
+        labels={**COMMON_LABELS, "app.kubernetes.io/name": "slice-controller"},
+    )
+
+
+class SliceController(pulumi.ComponentResource):
+    deployment: apps.Deployment
+    webhooks: admission.MutatingWebhookConfiguration
+
+    def __init__(self, name: str, args: SliceControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:k8s:SliceController", name, None, opts)
+        first = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        namespace = core.Namespace("namespace", metadata=_meta(NAMESPACE, namespaced=False), opts=first)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        account = core.ServiceAccount("service-account", metadata=_meta(SERVICE_ACCOUNT), opts=child)
+        subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
+        rbac_objects: list[pulumi.Resource] = [account]
+
+        leader_role = rbac.Role(
+            "leader-election-role",
+            metadata=_meta(f"{PREFIX}-leader-election-role"),
+            rules=list(LEADER_ELECTION_RULES),
+            opts=child,
+        )
+        rbac_objects.append(leader_role)
+        rbac_objects.append(
+            rbac.RoleBinding(
+                "leader-election-binding",
+                metadata=_meta(f"{PREFIX}-leader-election-rolebinding"),
+                role_ref=rbac.RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name=f"{PREFIX}-leader-election-role"
+                ),
+                subjects=[subject],
+                opts=child,
+            )
+        )
+        cluster_roles = {
+            "manager": list(MANAGER_RULES),
+            "metrics-auth": [
+                _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+                _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+            ],
+        }
+        for role, rules in cluster_roles.items():
+            role_name = f"{PREFIX}-{role}-role"
+            rbac_objects.append(
+                rbac.ClusterRole(f"{role}-role", metadata=_meta(role_name, namespaced=False), rules=rules, opts=child)
+            )
+            rbac_objects.append(
+                rbac.ClusterRoleBinding(
+                    f"{role}-binding",
+                    metadata=_meta(f"{PREFIX}-{role}-rolebinding", namespaced=False),
+                    role_ref=rbac.RoleRefArgs(
+                        api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role_name
+                    ),
+                    subjects=[subject],
+                    opts=child,
+                )
+            )
+        rbac.ClusterRole(
+            "metrics-reader",
+            metadata=_meta(f"{PREFIX}-metrics-reader", namespaced=False),
+            rules=[rbac.PolicyRuleArgs(non_resource_urls=["/metrics"], verbs=["get"])],
+            opts=child,
+        )
+        # Empty on purpose: the controller writes its own serving certificate here.
+        cert = core.Secret("webhook-cert", metadata=_meta(CERT_SECRET), type="Opaque", opts=child)
+        core.Service(
+            "metrics-service",
+            metadata=_meta(f"{PREFIX}-controller-manager-metrics-service"),
+            spec=core.ServiceSpecArgs(
+                selector=SELECTOR,
+                ports=[core.ServicePortArgs(name="https", port=8443, target_port=8443, protocol="TCP")],
+            ),
+            opts=child,
+        )
+        webhook_service = core.Service(
+            "webhook-service",
+            metadata=_meta(WEBHOOK_SERVICE),
+            spec=core.ServiceSpecArgs(
+                selector=SELECTOR,
+                ports=[core.ServicePortArgs(port=443, target_port=9443, protocol="TCP")],
+            ),
+            opts=child,
+        )
+        self.deployment = apps.Deployment(
+            "controller-manager",
+            metadata=_meta(DEPLOYMENT),
+            spec=self._deployment_spec(args.image),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[*rbac_objects, cert, webhook_service],
+                # Waiting for rollout is the default; say how long is too long.
+                custom_timeouts=pulumi.CustomTimeouts(create="10m", update="10m"),
+            ),
+        )
+        self.webhooks = admission.MutatingWebhookConfiguration(
+            "mutating-webhooks",
+            metadata=_meta(WEBHOOK_CONFIG, namespaced=False),
+            webhooks=[
+                admission.MutatingWebhookArgs(
+                    name=hook,
+                    admission_review_versions=["v1"],
+                    client_config=admission.WebhookClientConfigArgs(
+                        service=admission.ServiceReferenceArgs(name=WEBHOOK_SERVICE, namespace=NAMESPACE, path=path),
+                    ),
+                    failure_policy="Fail",
+                    side_effects="None",
+                    rules=[
+                        admission.RuleWithOperationsArgs(
+                            api_groups=[group], api_versions=[version], operations=["CREATE"], resources=[resource]
+                        )
+                    ],
+                )
+                for hook, path, group, version, resource in WEBHOOKS
+            ],
+            # Only once the Deployment is ready: a fail-closed webhook with no
+            # server behind it would block every Job in the cluster.
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.deployment]),
+        )
+        self.register_outputs({"deployment": self.deployment.metadata.name})
+
+    @staticmethod
+    def _deployment_spec(image: str) -> apps.DeploymentSpecArgs:
+        return apps.DeploymentSpecArgs(
+            replicas=1,
+            selector=meta.LabelSelectorArgs(match_labels=SELECTOR),
+            template=core.PodTemplateSpecArgs(
+                metadata=meta.ObjectMetaArgs(
+                    labels={**SELECTOR, **COMMON_LABELS},
+                    annotations={"kubectl.kubernetes.io/default-container": "manager"},
+                ),
+                spec=core.PodSpecArgs(
+                    service_account_name=SERVICE_ACCOUNT,
+                    termination_grace_period_seconds=10,
+                    security_context=core.PodSecurityContextArgs(
+                        run_as_non_root=True, seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")
+                    ),
+                    containers=[
+                        core.ContainerArgs(
+                            name="manager",
+                            image=image,
+                            command=["/manager"],
+                            args=list(ARGS),
+                            ports=[core.ContainerPortArgs(name="webhook-server", container_port=9443, protocol="TCP")],
+                            liveness_probe=core.ProbeArgs(
+                                http_get=core.HTTPGetActionArgs(path="/healthz", port=8081),
+                                initial_delay_seconds=15,
+                                period_seconds=20,
+                            ),
+                            readiness_probe=core.ProbeArgs(
+                                http_get=core.HTTPGetActionArgs(path="/readyz", port=8081),
+                                initial_delay_seconds=5,
+                                period_seconds=10,
+                            ),
+                            resources=core.ResourceRequirementsArgs(
+                                requests={"cpu": "500m", "memory": "1Gi"}, limits={"cpu": "2", "memory": "4Gi"}
+                            ),
+                            security_context=core.SecurityContextArgs(
+                                allow_privilege_escalation=False,
+                                capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+                            ),
+                            volume_mounts=[
+                                core.VolumeMountArgs(
+                                    name="cert", mount_path="/tmp/k8s-webhook-server/serving-certs", read_only=True
+                                )
+                            ],
+                        )
+                    ],
+                    volumes=[
+                        core.VolumeArgs(
+                            name="cert", secret=core.SecretVolumeSourceArgs(secret_name=CERT_SECRET, default_mode=420)
+                        )
+                    ],
+                ),
+            ),
+        )

@@ -1,0 +1,268 @@
+"""Cluster software: provider, controllers, slice controller, Kueue objects, slicing checks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from pulumi.output import Unknown
+
+from infra.topology import CATALOG
+from k8s.slice_controller import WEBHOOKS
+from k8s.slicing_checks import PROGRAM
+from plan import manifests
+from plan.engine import PlanResult, Resource
+from tests.conftest import DevRunner
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+PROVIDER = "pulumi:providers:kubernetes"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+BOTH_CHECKS = {
+    "checks": {"subslicing": {"enabled": True}, "superslicing": {"enabled": True}},
+    "serving": {"backend": "none"},
+}
+
+
+@pytest.fixture(scope="module")
+def checks_plan() -> PlanResult:
+    from plan import engine
+    from tests.conftest import dev_raw, merged
+
+    raw, secrets = dev_raw()
+    return engine.run(merged(BOTH_CHECKS, raw), stack="dev", secret_keys=secrets)
+
+
+def tpu_pools(plan: PlanResult) -> list[Resource]:
+    return [p for p in plan.of_type("gcp:container/nodePool:NodePool") if p.name.startswith("cube-")]
+
+
+def test_provider_uses_the_cluster_kubeconfig_with_server_side_apply(dev_plan: PlanResult) -> None:
+    provider = dev_plan.one(PROVIDER, "gke")
+    assert provider.get("enableServerSideApply") in (True, "true")
+    assert "gke-gcloud-auth-plugin" in provider.get("kubeconfig")
+    cluster = dev_plan.one("gcp:container/cluster:Cluster")
+    system = dev_plan.one("gcp:container/nodePool:NodePool", "system-pool")
+    assert dev_plan.depends_on(provider, cluster)
+    assert dev_plan.depends_on(provider, system)
+    for pool in tpu_pools(dev_plan):
+        assert not dev_plan.depends_on(provider, pool), "controllers must not wait for the TPU pools"
+
+
+def test_every_kubernetes_object_uses_the_cluster_provider(checks_plan: PlanResult) -> None:
+    provider = checks_plan.one(PROVIDER, "gke")
+    for resource in checks_plan.resources:
+        if resource.custom and resource.type.startswith("kubernetes:"):
+            assert resource.provider.startswith(provider.urn + "::"), resource.name
+
+
+@pytest.mark.parametrize(
+    ("name", "chart", "version", "namespace"),
+    [
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
+        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
+        ("lws", "oci://registry.k8s.io/lws/charts/lws", "v0.8.0", "lws-system"),
+    ],
+)
+def test_controllers_are_pinned_helm_releases_that_wait(
+    dev_plan: PlanResult, name: str, chart: str, version: str, namespace: str
+) -> None:
+    release = dev_plan.one(RELEASE, name)
+    assert (release.get("name"), release.get("chart"), release.get("version")) == (name, chart, version)
+    assert release.get("namespace") == namespace
+    assert release.get("createNamespace") is True
+    assert not release.get("skipAwait")
+    assert release.get("atomic") is True
+    assert release.get("timeout") == 600
+
+
+def test_versions_come_from_config(run_dev: DevRunner) -> None:
+    plan = run_dev({"versions": {"kueue": "0.19.2", "jobset": "0.12.0", "lws": "v0.10.0"}})
+    assert [plan.one(RELEASE, n).get("version") for n in ("jobset", "kueue", "lws")] == ["0.12.0", "0.19.2", "v0.10.0"]
+
+
+def test_slice_controller_installs_last_and_its_webhooks_wait_for_it(dev_plan: PlanResult) -> None:
+    deployment = dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager")
+    webhooks = dev_plan.one("kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration")
+    for release in dev_plan.of_type(RELEASE):
+        assert dev_plan.depends_on(deployment, release), release.name
+        assert not dev_plan.depends_on(release, deployment)
+    assert dev_plan.depends_on(webhooks, deployment)
+    hooks = webhooks.get("webhooks")
+    assert [(h["name"], h["clientConfig"]["service"]["path"]) for h in hooks] == [(w[0], w[1]) for w in WEBHOOKS]
+    assert all(h["failurePolicy"] == "Fail" and h["sideEffects"] == "None" for h in hooks)
+    assert all(h["rules"][0]["operations"] == ["CREATE"] for h in hooks)
+
+
+def test_slice_controller_deployment_settings(dev_plan: PlanResult) -> None:
+    deployment = dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager")
+    pod = deployment.get("spec.template.spec")
+    container = pod["containers"][0]
+    assert container["image"] == "tpuongke/kueue-slice-controller:v0.8.0-200"
+    assert "--activation-timeout=60m" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8081}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["serviceAccountName"] == "slice-controller-controller-manager"
+    selector = deployment.get("spec.selector.matchLabels")
+    service = dev_plan.one("kubernetes:core/v1:Service", "webhook-service")
+    assert service.get("spec.selector") == selector
+    assert service.get("spec.ports.0.targetPort") == 9443
+
+
+def test_kueue_objects_depend_on_kueue_and_derive_names(dev_plan: PlanResult) -> None:
+    kueue = dev_plan.one(RELEASE, "kueue")
+    objects = [r for r in dev_plan.resources if r.type.startswith(KUEUE)]
+    assert {r.type.removeprefix(KUEUE) for r in objects} == {
+        "Topology",
+        "ResourceFlavor",
+        "AdmissionCheck",
+        "ClusterQueue",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+    }
+    for obj in objects:
+        assert dev_plan.depends_on(obj, kueue), obj.name
+        if obj.type.endswith(("LocalQueue",)):
+            assert obj.get("metadata.namespace") == "llm-d-pd-disaggregation"
+        else:
+            assert obj.get("metadata.name").startswith("dev-"), obj.name
+
+
+def test_kueue_topology_flavor_check_and_priorities(dev_plan: PlanResult) -> None:
+    topology = dev_plan.one(KUEUE + "Topology")
+    assert topology.get("spec.levels.0.nodeLabel") == "cloud.google.com/gce-topology-block"
+    assert len(topology.get("spec.levels")) == 7
+    flavor = dev_plan.one(KUEUE + "ResourceFlavor")
+    assert flavor.get("spec") == {
+        "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu7x"},
+        "topologyName": "dev-slice-topology",
+    }
+    assert dev_plan.one(KUEUE + "AdmissionCheck").get("spec.controllerName") == "accelerator.gke.io/slice"
+    priorities = {p.get("metadata.name"): p.get("value") for p in dev_plan.of_type(KUEUE + "WorkloadPriorityClass")}
+    assert priorities == {"dev-low-1000": 1000, "dev-medium-2000": 2000, "dev-high-3000": 3000}
+
+
+def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: DevRunner) -> None:
+    queue = dev_plan.one(KUEUE + "ClusterQueue")
+    assert queue.get("spec.preemption") == {"withinClusterQueue": "LowerPriority"}
+    assert queue.get("spec.admissionChecksStrategy.admissionChecks") == [{"name": "dev-slice"}]
+    group = queue.get("spec.resourceGroups.0")
+    assert group["coveredResources"] == ["google.com/tpu", "cpu", "memory"]
+    machine = CATALOG["tpu7x"].machine_types[0]
+    quotas = {q["name"]: q["nominalQuota"] for q in group["flavors"][0]["resources"]}
+    assert quotas == {"google.com/tpu": "128", "cpu": str(32 * machine.vcpus), "memory": f"{32 * machine.memory_gib}Gi"}
+    bigger = run_dev({"tpu": {"cubes": 3}, "reservation": {"subBlocks": None}}).one(KUEUE + "ClusterQueue")
+    assert bigger.get("spec.resourceGroups.0.flavors.0.resources.0.nominalQuota") == "192"
+    # Active needs the slice controller behind the admission check.
+    assert queue.get("metadata.annotations") == {
+        "pulumi.com/waitFor": "condition=Active",
+        "pulumi.com/timeoutSeconds": "600",
+    }
+    assert dev_plan.depends_on(queue, dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager"))
+
+
+def test_checks_are_off_by_default(dev_plan: PlanResult) -> None:
+    assert dev_plan.of_type(JOBSET) == []
+
+
+def jobset(plan: PlanResult, name: str) -> dict[str, Any]:
+    return plan.one(JOBSET, name).inputs
+
+
+@pytest.mark.parametrize(
+    "case",
+    [("subslicing-check", "2x2x2", 6, 2, "dev-low-1000"), ("superslicing-check", "4x4x8", 1, 32, "dev-medium-2000")],
+)
+def test_check_jobsets(checks_plan: PlanResult, case: tuple[str, str, int, int, str]) -> None:
+    name, topology, replicas, pods, priority = case
+    body = jobset(checks_plan, name)
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "tpu"
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
+    assert body["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    job = body["spec"]["replicatedJobs"][0]
+    assert job["replicas"] == replicas
+    assert (job["template"]["spec"]["parallelism"], job["template"]["spec"]["completions"]) == (pods, pods)
+    pod = job["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": topology}
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+    assert spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+    container = spec["containers"][0]
+    assert container["resources"]["limits"] == {"google.com/tpu": "4"}
+    assert container["command"] == ["python3", "/opt/slice-check/slice_check.py"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SLICE_TOPOLOGY"] == topology and env["DEVICES_PER_CHIP"] == "2"
+    assert "pip install" not in str(body)
+
+
+def test_check_program_is_shipped_in_a_config_map(checks_plan: PlanResult) -> None:
+    config_map = checks_plan.one("kubernetes:core/v1:ConfigMap", "program")
+    assert config_map.get("data")["slice_check.py"] == PROGRAM.read_text()
+
+
+def test_checks_wait_for_pools_controllers_and_queues(checks_plan: PlanResult) -> None:
+    for resource in checks_plan.of_type(JOBSET):
+        for pool in tpu_pools(checks_plan):
+            assert checks_plan.depends_on(resource, pool)
+        for dependency in (
+            checks_plan.one("kubernetes:apps/v1:Deployment", "controller-manager"),
+            checks_plan.one(RELEASE, "jobset"),
+            checks_plan.one(KUEUE + "LocalQueue"),
+            *checks_plan.of_type(KUEUE + "WorkloadPriorityClass"),
+        ):
+            assert checks_plan.depends_on(resource, dependency), dependency.name
+
+
+def test_fresh_stack_previews_with_cluster_software(run_dev: DevRunner) -> None:
+    plan = run_dev(BOTH_CHECKS, preview=True)
+    provider = plan.one(PROVIDER, "gke")
+    assert isinstance(provider.get("kubeconfig"), Unknown)  # unknown until the cluster exists
+    assert len(plan.of_type(RELEASE)) == 3
+    assert len(plan.of_type(JOBSET)) == 2
+    assert not any(r.remote for r in plan.resources), "remote components cannot be built with an unknown kubeconfig"
+
+
+FLOATING = re.compile(r"(:latest\b|:main\b|:master\b|:nightly|@main\b|^v?0$|^latest$|^main$|\*|\^|~)")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_nothing_registered_floats(checks_plan: PlanResult) -> None:
+    for release in checks_plan.of_type(RELEASE):
+        assert re.fullmatch(r"v?\d+\.\d+\.\d+", release.get("version")), release.name
+    images = [s for _, obj in manifests.objects(checks_plan) for key, s in _image_fields(obj)]
+    assert images, "expected container images"
+    for image in images:
+        assert not FLOATING.search(image), image
+        assert ":" in image.rsplit("/", 1)[-1] or "@sha256:" in image, image
+
+
+def _image_fields(value: Any) -> list[tuple[str, str]]:
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "image" and isinstance(item, str):
+                found.append((key, item))
+            else:
+                found += _image_fields(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _image_fields(item)
+    return found
+
+
+def test_manifests_are_written_for_review(checks_plan: PlanResult, tmp_path: Any) -> None:
+    written = manifests.write(checks_plan, tmp_path)
+    names = {p.name for p in written}
+    assert "llm-d-pd-disaggregation--jobset--superslicing-check.yaml" in names
+    assert "kueue-system--helm-release--kueue.yaml" in names
+    assert "cluster--clusterqueue--dev-tpu.yaml" in names

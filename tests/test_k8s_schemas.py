@@ -1,0 +1,88 @@
+"""Every Kubernetes object the program registers is valid for the pinned upstream schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plan import engine, manifests
+from settings.model import Versions
+from tests.conftest import dev_raw, merged
+from tests.crd_schema import CrdRegistry, crd_root, validate_core
+
+ROOT = crd_root()
+if ROOT is None:
+    pytest.skip(
+        "upstream CRD schemas not found: set TPU_SLICING_CRDS or place ../shared/crds beside the repository",
+        allow_module_level=True,
+    )
+
+CRD_GROUPS = (
+    "kueue.x-k8s.io",
+    "jobset.x-k8s.io",
+    "leaderworkerset.x-k8s.io",
+    "gateway.networking.k8s.io",
+    "inference.networking.k8s.io",
+)
+
+# Every stack shape whose objects must validate: defaults, both checks, nothing but the platform.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "dev": {},
+    "checks": {"checks": {"subslicing": {"enabled": True}, "superslicing": {"enabled": True}}},
+    "platform-only": {"serving": {"backend": "none"}},
+}
+
+
+def pins(versions: Versions) -> dict[str, str]:
+    """CRD directories for the versions the program deploys."""
+    return {
+        "kueue": f"v{versions.kueue.removeprefix('v')}",
+        "jobset": f"v{versions.jobset.removeprefix('v')}",
+        "lws": f"v{versions.lws.removeprefix('v')}",
+        "gateway-api": "v1.6.1",
+        "gateway-api-inference-extension": "v1.5.0",
+    }
+
+
+@pytest.fixture(scope="module")
+def registry() -> CrdRegistry:
+    assert ROOT is not None
+    return CrdRegistry.load(ROOT, pins(Versions.model_validate({})))
+
+
+def objects(variant: str) -> list[dict[str, Any]]:
+    raw, secrets = dev_raw()
+    result = engine.run(merged(VARIANTS[variant], raw), stack="dev", secret_keys=secrets)
+    return [obj for _, obj in manifests.objects(result, masked=False)]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_custom_resources_match_their_crds(registry: CrdRegistry, variant: str) -> None:
+    custom = [o for o in objects(variant) if o["apiVersion"].split("/")[0] in CRD_GROUPS]
+    assert custom, "expected custom resources"
+    problems = {f"{o['kind']}/{o['metadata']['name']}": registry.validate(o) for o in custom}
+    assert {k: v for k, v in problems.items() if v} == {}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_core_objects_match_the_kubernetes_schema(variant: str) -> None:
+    core = [o for o in objects(variant) if o["apiVersion"].split("/")[0] not in CRD_GROUPS]
+    assert core, "expected core objects"
+    problems = {f"{o['kind']}/{o['metadata']['name']}": validate_core(o) for o in core}
+    assert {k: v for k, v in problems.items() if v} == {}
+
+
+def test_every_registered_kind_is_covered() -> None:
+    kinds = {(o["apiVersion"], o["kind"]) for variant in VARIANTS for o in objects(variant)}
+    groups = {api.split("/")[0] for api, _ in kinds if "/" in api}
+    unknown = groups - set(CRD_GROUPS) - {"apps", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "batch"}
+    assert unknown == set(), f"objects with no schema check: {unknown}"
+
+
+def test_validation_would_catch_a_bad_cluster_queue(registry: CrdRegistry) -> None:
+    queue = next(o for o in objects("dev") if o["kind"] == "ClusterQueue")
+    queue["spec"]["preemption"]["withinClusterQueue"] = "Sometimes"
+    queue["spec"]["cohort"] = "x"
+    errors = registry.validate(queue)
+    assert any("withinClusterQueue" in e for e in errors) and any("cohort" in e for e in errors)
