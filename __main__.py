@@ -12,11 +12,19 @@ from infra.network import Network, NetworkArgs
 from infra.tpu_pools import TpuPools, TpuPoolsArgs
 from infra.workload_policy import WorkloadPolicy, WorkloadPolicyArgs
 from k8s.controllers import Controllers, ControllersArgs
+from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
+from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs, http_url
 from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
 from k8s.provider import cluster_provider
+from k8s.router import Router, RouterArgs
 from k8s.slice_controller import SliceController, SliceControllerArgs
 from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs
 from settings.loader import from_runtime
+from settings.model import Backend
+from workloads.model_access import ModelAccess, ModelAccessArgs
+from workloads.smoke_job import SmokeJob, SmokeJobArgs
+from workloads.vllm_command import VllmServe
+from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector
 
 # Validation happens here, before the first resource is registered.
 config = from_runtime()
@@ -138,6 +146,118 @@ if checks:
             depends_on=[tpu_pools, slice_controller, controllers.jobset, queues],
         ),
     )
+
+serving = config.serving
+if serving.backend is Backend.VLLM_PD:
+    model = serving.model
+    assert model.weights_bucket is not None  # validated: vllm-pd needs a bucket
+    guide = "pd-disaggregation"
+    access = ModelAccess(
+        "model-access",
+        ModelAccessArgs(
+            provider=provider,
+            project=config.project,
+            bucket=model.weights_bucket,
+            namespace=serving.namespace,
+            service_account="vllm-model-server",
+            depends_on=queues.namespace,
+        ),
+    )
+    inference_crds = InferenceCrds(
+        "inference-crds",
+        InferenceCrdsArgs(
+            kubeconfig=cluster.kubeconfig,
+            version=versions.gateway_api_inference_extension,
+            depends_on=[cluster.cluster, cluster.system_pool],
+        ),
+    )
+    gateway = InferenceGateway(
+        "gateway",
+        InferenceGatewayArgs(
+            provider=provider,
+            name=serving.gateway.name,
+            namespace=serving.namespace,
+            address_timeout_seconds=serving.gateway.address_timeout_seconds,
+            # The internal load balancer needs the proxy-only subnet.
+            depends_on=[queues.namespace, network.proxy_subnet],
+        ),
+    )
+    router = Router(
+        "router",
+        RouterArgs(
+            provider=provider,
+            name=guide,
+            namespace=serving.namespace,
+            gateway_name=serving.gateway.name,
+            pool_selector=pool_selector(guide),
+            image=versions.endpoint_picker_image,
+            depends_on=[inference_crds, gateway.gateway],
+        ),
+    )
+    vllm = serving.vllm
+    roles = []
+    for role_name in ("prefill", "decode"):
+        role = getattr(serving, role_name)
+        shape_devices = generation.devices(generation.subslice(role.topology))
+        roles.append(
+            RolePlan(
+                serve=VllmServe(
+                    role=role_name,
+                    model_uri=f"gs://{model.weights_bucket}/{model.path}".rstrip("/"),
+                    served_model_name=model.name,
+                    tensor_parallel_size=vllm.tensor_parallel_size or shape_devices,
+                    max_model_len=vllm.max_model_len,
+                    max_num_batched_tokens=vllm.max_num_batched_tokens,
+                    max_num_seqs=vllm.max_num_seqs,
+                    kv_cache_dtype=vllm.kv_cache_dtype,
+                    enable_expert_parallel=vllm.enable_expert_parallel,
+                    load_format=vllm.load_format,
+                ),
+                replicas=role.replicas,
+                topology=role.topology,
+            )
+        )
+    pd = VllmPd(
+        "vllm-pd",
+        VllmPdArgs(
+            provider=provider,
+            namespace=serving.namespace,
+            guide=guide,
+            model_label=model.name.rsplit("/", 1)[-1],
+            generation=generation,
+            machine_vcpus=machine.vcpus,
+            machine_memory_gib=machine.memory_gib,
+            image=versions.vllm_image,
+            sidecar_image=versions.routing_sidecar_image,
+            service_account="vllm-model-server",
+            bucket=model.weights_bucket,
+            log_level=vllm.log_level,
+            local_queue=LOCAL_QUEUE,
+            priority_class=names.priority_class("high", priority["high"]),
+            roles=roles,
+            hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
+            # TPU consumers: after the pools (so destroyed before them), the slice
+            # controller's webhooks, LWS, the queue and the priority classes.
+            depends_on=[tpu_pools, slice_controller, controllers.lws, queues, access],
+        ),
+    )
+    if serving.smoke_test.enabled:
+        SmokeJob(
+            "smoke-test",
+            SmokeJobArgs(
+                provider=provider,
+                namespace=serving.namespace,
+                gateway_address=gateway.address,
+                model=model.name,
+                image=versions.smoke_test_image,
+                deadline_seconds=serving.smoke_test.deadline_seconds,
+                serving_spec=[serving.model_dump(mode="json"), versions.model_dump(mode="json")],
+                depends_on=[pd, router, slice_controller],
+            ),
+        )
+    pulumi.export("gatewayIp", gateway.address)
+    pulumi.export("completionsUrl", gateway.address.apply(lambda ip: http_url(ip, "/v1/completions")))
+    pulumi.export("chatCompletionsUrl", gateway.address.apply(lambda ip: http_url(ip, "/v1/chat/completions")))
 
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("location", cluster.cluster.location)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from pulumi.output import Unknown
 from pulumi.runtime import mocks as runtime_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as runtime_settings
@@ -31,13 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
 PROJECT = "tpu-slicing"
 SECRET_PLACEHOLDER = "[secret]"
+UNKNOWN_PLACEHOLDER = "(known after apply)"
 
 # Values only the cloud knows, answered in apply mode. RFC 5737 documentation
 # addresses make it obvious in any output that they are not real.
 PLACEHOLDER_ENDPOINT = "203.0.113.10"
 PLACEHOLDER_CA = base64.b64encode(b"placeholder-cluster-ca").decode()
 PLACEHOLDER_PROJECT_NUMBER = "123456789012"
-PLACEHOLDER_GATEWAY_IP = "10.10.0.100"
+PLACEHOLDER_GATEWAY_IP = "203.0.113.20"
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Resource:
         """Input at a dotted camelCase path, e.g. `nodeConfig.reservationAffinity.values`."""
         node: Any = self.inputs
         for part in path.split("."):
+            node = _reveal(node)
             if isinstance(node, list) and part.isdigit():
                 node = node[int(part)] if int(part) < len(node) else None
             elif isinstance(node, dict):
@@ -131,10 +134,33 @@ class PlanResult:
         return bool(expand(dependency.urn) & (seen - {dependent.urn}))
 
 
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def _reveal(value: Any) -> Any:
+    return value.get("value") if _is_secret(value) else value
+
+
+def is_secret_input(resource: Resource, path: str) -> bool:
+    """True when the input at `path` (or a value containing it) crossed the wire as a secret."""
+    node: Any = resource.inputs
+    for part in path.split("."):
+        if _is_secret(node):
+            return True
+        if isinstance(node, list) and part.isdigit():
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return False
+    return _is_secret(node)
+
+
 def unwrap(value: Any) -> Any:
     """Strip pulumi's secret wrappers from recorded inputs (for assertions and rendering)."""
     if isinstance(value, dict):
-        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+        if _is_secret(value):
             return unwrap(value.get("value"))
         return {k: unwrap(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -144,8 +170,10 @@ def unwrap(value: Any) -> Any:
 
 def mask(value: Any) -> Any:
     """Replace secret values by a placeholder, keeping the rest of the structure."""
+    if isinstance(value, Unknown):
+        return UNKNOWN_PLACEHOLDER
     if isinstance(value, dict):
-        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+        if _is_secret(value):
             return SECRET_PLACEHOLDER
         return {k: mask(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -177,10 +205,11 @@ class PlanMocks(pulumi.runtime.Mocks):
             state["status"] = {"addresses": [{"type": "IPAddress", "value": PLACEHOLDER_GATEWAY_IP}]}
         return (f"{args.name}-id", state)
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId") or "project"
-            return ({"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}, None)
+            # An empty failure list: the mock monitor iterates over it.
+            return ({"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}, [])
         raise NotImplementedError(f"the mock engine does not answer the invoke {args.token}")
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from infra import capacity
+from infra.topology import GIB, Topology
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
-from settings.model import StackConfig
+from settings.model import Backend, StackConfig
 
 BANNER = (
     "This is the DESIRED STATE of the stack, computed offline under the Pulumi SDK's mock runtime.\n"
@@ -132,6 +133,33 @@ def software_lines(result: PlanResult, config: StackConfig) -> list[str]:
     return lines
 
 
+def serving_lines(result: PlanResult, config: StackConfig) -> list[str]:
+    serving = config.serving
+    if serving.backend is not Backend.VLLM_PD:
+        return [f"  backend: {serving.backend.value}"]
+    generation = config.tpu.generation
+    model = serving.model
+    weights = model.weights_bytes / GIB
+    lines = [
+        f"  backend vllm-pd: model {model.name} ({model.parameters_billions:g}B parameters x "
+        f"{model.bytes_per_parameter:g} B = {weights:.0f} GiB of weights) from gs://{model.weights_bucket}/{model.path}",
+    ]
+    for role in ("prefill", "decode"):
+        cfg = getattr(serving, role)
+        shape = Topology.parse(cfg.topology)
+        hbm = generation.hbm_bytes(shape) / GIB
+        tp = serving.vllm.tensor_parallel_size or generation.devices(shape)
+        lines.append(
+            f"  {role:<8} {cfg.replicas} x {cfg.topology} slices = {cfg.replicas * shape.chips} chips, "
+            f"{generation.vms(shape)} VMs per slice, TP {tp}; "
+            f"weights use {weights / hbm:.0%} of {hbm:.0f} GiB HBM per slice"
+        )
+    gateway = result.outputs.get("gatewayIp")
+    address = gateway.value if gateway and gateway.known else "(known after apply)"
+    lines.append(f"  endpoints: http://{address}/v1/completions and /v1/chat/completions (internal to the VPC)")
+    return lines
+
+
 def output_lines(result: PlanResult) -> list[str]:
     lines = []
     for name in sorted(result.outputs):
@@ -162,6 +190,9 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "",
         "Capacity and TPU workloads:",
         *capacity_lines(config),
+        "",
+        "Serving:",
+        *serving_lines(result, config),
         "",
         "Stack outputs:",
         *output_lines(result),

@@ -12,7 +12,7 @@ import ipaddress
 import re
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from infra import topology
+from k8s import inference_releases
 from settings.naming import Names
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -297,7 +298,22 @@ class Versions(StrictModel):
     kueue: ChartVersion = "0.17.4"
     lws: ChartVersion = "v0.8.0"  # the LWS chart tags carry the v
     slice_controller_image: Image = "tpuongke/kueue-slice-controller:v0.8.0-200"
+    # The newest JAX AI image tag evidenced on TPU7x (jax 0.8.1, libtpu 0.0.30).
     jax_tpu_image: Image = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.8.1-rev1"
+    gateway_api_inference_extension: ChartVersion = "v1.5.0"
+
+    @field_validator("gateway_api_inference_extension")
+    @classmethod
+    def _known_inference_release(cls, value: str) -> str:
+        return inference_releases.release(value).version
+
+    # llm-d's v7 P/D guide pins this release for TPUConnectorHMA, instead of the reference's nightly.
+    vllm_image: Image = "docker.io/vllm/vllm-tpu:v0.26.0"
+    routing_sidecar_image: Image = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    endpoint_picker_image: Image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
+    smoke_test_image: Image = (
+        "python:3.12.13-slim@sha256:423ed6ab25b1921a477529254bfeeabf5855151dc2c3141699a1bfc852199fbf"
+    )
 
 
 DEFAULT_TOPOLOGY_LEVELS = (
@@ -383,12 +399,38 @@ class RoleConfig(StrictModel):
     topology: Shape = "2x2x2"
 
 
+class VllmConfig(StrictModel):
+    """vLLM engine settings shared by prefill and decode (defaults from the reference)."""
+
+    max_model_len: int = Field(9216, ge=256, le=1_048_576)
+    max_num_batched_tokens: int = Field(8192, ge=256, le=1_048_576)
+    max_num_seqs: int = Field(512, ge=1, le=65_536)
+    kv_cache_dtype: Literal["auto", "fp8", "bfloat16"] = "fp8"
+    enable_expert_parallel: bool = True
+    tensor_parallel_size: int | None = Field(None, ge=1, le=4096)
+    load_format: Literal["runai_streamer", "auto"] = "runai_streamer"
+    log_level: Literal["DEBUG", "INFO", "WARNING"] = "INFO"
+
+
+class SmokeTestConfig(StrictModel):
+    enabled: bool = True
+    deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
+
+
+class GatewayConfig(StrictModel):
+    name: DnsLabel = "inference-gateway"
+    address_timeout_seconds: int = Field(1200, ge=60, le=7200)
+
+
 class ServingConfig(StrictModel):
     backend: Backend = Backend.VLLM_PD
     namespace: DnsLabel = "llm-d-pd-disaggregation"
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
     prefill: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
     decode: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
+    vllm: VllmConfig = Field(default_factory=lambda: VllmConfig.model_validate({}))
+    gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig.model_validate({}))
+    smoke_test: SmokeTestConfig = Field(default_factory=lambda: SmokeTestConfig.model_validate({}))
 
 
 class StackConfig(StrictModel):
@@ -519,6 +561,14 @@ class StackConfig(StrictModel):
                 f"({serving.decode.replicas} x {serving.decode.topology}) need {sum(chips)} chips in whole "
                 f"sub-slices; the stack holds {total} chips in {self.tpu.cubes} cubes of {cube_chips}"
             )
+        tp = serving.vllm.tensor_parallel_size
+        for role, shape in shapes.items():
+            devices = generation.devices(shape)
+            if tp is not None and devices % tp:
+                raise ValueError(
+                    f"serving.vllm.tensorParallelSize {tp} does not divide the {devices} devices of a "
+                    f"{shape} {role} slice; use a divisor such as {devices}"
+                )
         model = serving.model
         usable = 1.0 - model.kv_cache_headroom
         for role, shape in shapes.items():

@@ -10,6 +10,7 @@ from plan import engine, manifests
 from settings.model import Versions
 from tests.conftest import dev_raw, merged
 from tests.crd_schema import CrdRegistry, crd_root, validate_core
+from tests.gke_schema import validate_gke
 
 ROOT = crd_root()
 if ROOT is None:
@@ -18,6 +19,7 @@ if ROOT is None:
         allow_module_level=True,
     )
 
+GKE_GROUPS = ("networking.gke.io",)
 CRD_GROUPS = (
     "kueue.x-k8s.io",
     "jobset.x-k8s.io",
@@ -67,16 +69,34 @@ def test_custom_resources_match_their_crds(registry: CrdRegistry, variant: str) 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_core_objects_match_the_kubernetes_schema(variant: str) -> None:
-    core = [o for o in objects(variant) if o["apiVersion"].split("/")[0] not in CRD_GROUPS]
+    core = [o for o in objects(variant) if o["apiVersion"].split("/")[0] not in (*CRD_GROUPS, *GKE_GROUPS)]
     assert core, "expected core objects"
     problems = {f"{o['kind']}/{o['metadata']['name']}": validate_core(o) for o in core}
     assert {k: v for k, v in problems.items() if v} == {}
 
 
+def test_gke_policies_match_our_structural_schemas() -> None:
+    policies = [o for o in objects("dev") if o["apiVersion"].split("/")[0] in GKE_GROUPS]
+    assert {o["kind"] for o in policies} == {"HealthCheckPolicy", "GCPBackendPolicy"}
+    assert {o["kind"]: validate_gke(o) for o in policies} == {"HealthCheckPolicy": [], "GCPBackendPolicy": []}
+
+
+def test_gke_schema_catches_mistakes() -> None:
+    policy = next(o for o in objects("dev") if o["kind"] == "HealthCheckPolicy")
+    policy["spec"]["default"]["config"]["httpHealthCheck"]["requestPth"] = "/x"
+    policy["spec"]["default"]["timeoutSec"] = 30
+    del policy["spec"]["targetRef"]["group"]
+    errors = validate_gke(policy)
+    assert any("requestPth" in e for e in errors)
+    assert any("timeoutSec must not exceed" in e for e in errors)
+    assert any("'group' is a required property" in e for e in errors)
+
+
 def test_every_registered_kind_is_covered() -> None:
     kinds = {(o["apiVersion"], o["kind"]) for variant in VARIANTS for o in objects(variant)}
     groups = {api.split("/")[0] for api, _ in kinds if "/" in api}
-    unknown = groups - set(CRD_GROUPS) - {"apps", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "batch"}
+    checked = {*CRD_GROUPS, *GKE_GROUPS, "apps", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "batch"}
+    unknown = groups - checked
     assert unknown == set(), f"objects with no schema check: {unknown}"
 
 

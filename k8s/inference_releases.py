@@ -1,0 +1,63 @@
+"""Pinned Gateway API Inference Extension releases: commit and CRD files (no Pulumi)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CrdFile:
+    path: str
+    crd: str
+    sha256: str | None = None  # known for the files of ../shared/crds/SOURCES.md
+
+
+@dataclass(frozen=True)
+class InferenceExtensionRelease:
+    version: str
+    commit: str
+    files: tuple[CrdFile, ...]
+
+
+REPOSITORY = "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension"
+_X_K8S = (
+    CrdFile(
+        "config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
+        "inferenceobjectives.inference.networking.x-k8s.io",
+    ),
+    CrdFile(
+        "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml",
+        "inferencemodelrewrites.inference.networking.x-k8s.io",
+    ),
+)
+RELEASES = {
+    "v1.5.0": InferenceExtensionRelease(
+        "v1.5.0",
+        "df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849",
+        (
+            CrdFile(
+                "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+                "inferencepools.inference.networking.k8s.io",
+                "0bc3ddd94db6f588a5cecc627c39e3d12b4343d51c48d47ffa68c50fa73c290c",
+            ),
+            *_X_K8S,
+        ),
+    ),
+    "v1.6.0": InferenceExtensionRelease(
+        "v1.6.0",
+        "992e5c292afb248801ce8d9234eb5b9d28eea231",
+        (
+            CrdFile(
+                "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
+                "inferencepools.inference.networking.k8s.io",
+                "55e0dbf39c50c4bbdd60106493a4573df4bb44479f9ce46762f1af718883e5cd",
+            ),
+        ),
+    ),
+}
+
+
+def release(version: str) -> InferenceExtensionRelease:
+    if version not in RELEASES:
+        raise ValueError(f"no pinned Gateway API Inference Extension release {version!r}; known: {', '.join(RELEASES)}")
+    return RELEASES[version]

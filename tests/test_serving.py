@@ -1,0 +1,297 @@
+"""Disaggregated prefill/decode serving: model access, gateway, router, LWS, smoke test, outputs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from k8s.router import PD_PLUGINS
+from plan import manifests
+from plan.__main__ import main as plan_main
+from plan.engine import PLACEHOLDER_GATEWAY_IP, PLACEHOLDER_PROJECT_NUMBER, PlanResult, Resource, is_secret_input
+from settings.loader import ConfigError
+from tests.conftest import DevRunner, config_with
+from workloads.smoke_job import SCRIPT as SMOKE_SCRIPT
+from workloads.vllm_pd import SERVING_LABEL
+
+GOLDEN = Path(__file__).parent / "golden"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+NAMESPACE = "llm-d-pd-disaggregation"
+TOKEN = "hf_super_secret_token_value"
+
+
+@pytest.fixture(scope="module")
+def token_plan() -> PlanResult:
+    from plan import engine
+    from tests.conftest import dev_raw, merged
+
+    raw, secrets = dev_raw()
+    return engine.run(merged({"hfToken": TOKEN}, raw), stack="dev", secret_keys=[*secrets, "tpu-slicing:hfToken"])
+
+
+def lws(plan: PlanResult, role: str) -> dict[str, Any]:
+    return plan.one(LWS, f"{role}-lws").inputs
+
+
+def leader(plan: PlanResult, role: str) -> dict[str, Any]:
+    spec = lws(plan, role)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == "vllm-leader")
+
+
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_vllm_command_line_matches_golden(dev_plan: PlanResult, role: str) -> None:
+    script = leader(dev_plan, role)["command"][2]
+    serve = script.splitlines()[-1].removeprefix("exec ")
+    expected = (GOLDEN / f"vllm-{role}.args").read_text().split("\n")
+    assert shlex.split(serve) == [line for line in expected if line]
+
+
+def test_tensor_parallelism_follows_the_slice(run_dev: DevRunner) -> None:
+    plan = run_dev(
+        {"serving": {"prefill": {"topology": "2x2x4", "replicas": 2}, "decode": {"topology": "2x2x1", "replicas": 2}}}
+    )
+    assert "--tensor-parallel-size=32" in leader(plan, "prefill")["command"][2]
+    assert "--tensor-parallel-size=8" in leader(plan, "decode")["command"][2]
+    assert lws(plan, "prefill")["spec"]["leaderWorkerTemplate"]["size"] == 4
+    assert lws(plan, "decode")["spec"]["leaderWorkerTemplate"]["size"] == 1
+    override = run_dev({"serving": {"vllm": {"tensorParallelSize": 8}}})
+    assert "--tensor-parallel-size=8" in leader(override, "prefill")["command"][2]
+
+
+def test_tensor_parallelism_must_divide_the_devices() -> None:
+    with pytest.raises(ConfigError, match="tensorParallelSize 5 does not divide the 16 devices"):
+        config_with({"serving": {"vllm": {"tensorParallelSize": 5}}})
+
+
+@pytest.mark.parametrize(
+    ("role", "kv_role", "port"), [("prefill", "kv_producer", 8000), ("decode", "kv_consumer", 8200)]
+)
+def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str, port: int) -> None:
+    body = lws(dev_plan, role)
+    meta = body["metadata"]
+    assert meta["name"] == f"vllm-{role}" and meta["namespace"] == NAMESPACE
+    assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "tpu"
+    assert meta["labels"]["kueue.x-k8s.io/priority-class"] == "dev-high-3000"
+    assert meta["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-tpu-slice"
+    spec = body["spec"]
+    assert spec["replicas"] == 4
+    template = spec["leaderWorkerTemplate"]
+    assert template["size"] == 2  # 2x2x2 = 8 chips = 2 VMs, computed not hard-coded
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+    for part in ("leaderTemplate", "workerTemplate"):
+        pod = template[part]
+        assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": "2x2x2"}
+        assert pod["spec"]["serviceAccountName"] == "vllm-model-server"
+        assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+        container = pod["spec"]["containers"][0]
+        assert container["image"] == "docker.io/vllm/vllm-tpu:v0.26.0"
+        assert container["resources"]["limits"] == {"google.com/tpu": "4", "cpu": "220", "memory": "850Gi"}
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TPU_KV_TRANSFER_PORT"] == "9100" and env["TPU_SIDE_CHANNEL_PORT"] == "9600"
+        assert env["VLLM_XLA_CACHE_PATH"] == "gs://example-model-weights/xla_cache"
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    lead = leader(dev_plan, role)
+    script = lead["command"][2]
+    assert f'"kv_role":"{kv_role}"' in script
+    assert f"--port={port}" in script
+    assert "gs://example-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/" in script
+    assert {p["containerPort"] for p in lead["ports"]} == {port, 9100, 9600}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert lead[probe]["httpGet"] == {"path": "/health", "port": port}
+    # Sized for a model that takes tens of minutes to load.
+    assert lead["startupProbe"]["periodSeconds"] * lead["startupProbe"]["failureThreshold"] >= 3600
+
+
+def test_decode_leader_has_the_pinned_routing_sidecar(dev_plan: PlanResult) -> None:
+    spec = lws(dev_plan, "decode")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    (sidecar,) = spec["initContainers"]
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    assert sidecar["restartPolicy"] == "Always"
+    assert "--port=8000" in sidecar["args"] and "--vllm-port=8200" in sidecar["args"]
+    assert "initContainers" not in lws(dev_plan, "prefill")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_pool_selects_leaders_only(dev_plan: PlanResult) -> None:
+    pool = dev_plan.one("kubernetes:inference.networking.k8s.io/v1:InferencePool")
+    selector = pool.get("spec.selector.matchLabels")
+    assert selector[SERVING_LABEL] == "true"
+    for role in ("prefill", "decode"):
+        template = lws(dev_plan, role)["spec"]["leaderWorkerTemplate"]
+        assert _selects(selector, template["leaderTemplate"]["metadata"]["labels"]), role
+        assert not _selects(selector, template["workerTemplate"]["metadata"]["labels"]), role
+    assert pool.get("spec.targetPorts") == [{"number": 8000}]
+    assert pool.get("spec.endpointPickerRef") == {
+        "name": "pd-disaggregation-epp",
+        "port": {"number": 9002},
+        "failureMode": "FailOpen",
+    }
+
+
+def test_router_objects(dev_plan: PlanResult) -> None:
+    epp = dev_plan.one("kubernetes:apps/v1:Deployment", "epp")
+    container = epp.get("spec.template.spec.containers.0")
+    assert container["image"] == "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
+    args = container["args"]
+    assert args[args.index("--pool-name") + 1] == "pd-disaggregation"
+    assert args[args.index("--pool-namespace") + 1] == NAMESPACE
+    assert args[args.index("--config-file") + 1] == "/config/pd-config.yaml"
+    assert container["readinessProbe"]["grpc"] == {"port": 9003, "service": "inference-extension"}
+    config = dev_plan.one("kubernetes:core/v1:ConfigMap", "epp-config")
+    assert yaml.safe_load(config.get("data")["pd-config.yaml"]) == PD_PLUGINS
+    assert {p["name"] for p in PD_PLUGINS["schedulingProfiles"]} == {"prefill", "decode"}
+    service = dev_plan.one("kubernetes:core/v1:Service", "epp-service")
+    assert service.get("spec.selector") == epp.get("spec.selector.matchLabels")
+    route = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
+    assert route.get("spec.parentRefs.0.name") == "inference-gateway"
+    assert route.get("spec.rules.0.backendRefs") == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "pd-disaggregation"}
+    ]
+    health = dev_plan.one("kubernetes:networking.gke.io/v1:HealthCheckPolicy")
+    assert health.get("spec.default.config.httpHealthCheck") == {"requestPath": "/health", "port": 8000}
+    backend = dev_plan.one("kubernetes:networking.gke.io/v1:GCPBackendPolicy")
+    assert backend.get("spec.targetRef.kind") == "InferencePool"
+
+
+def test_gateway_is_internal_and_waits_for_its_address(dev_plan: PlanResult) -> None:
+    gateway = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:Gateway")
+    assert gateway.get("spec.gatewayClassName") == "gke-l7-rilb"
+    assert gateway.get("spec.listeners") == [
+        {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}
+    ]
+    annotations = gateway.get("metadata.annotations")
+    assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.addresses[0].value}"
+    assert annotations["pulumi.com/timeoutSeconds"] == "1200"
+    proxy = dev_plan.one("gcp:compute/subnetwork:Subnetwork", "proxy")
+    assert dev_plan.depends_on(dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:Gateway"), proxy)
+
+
+def test_inference_crds_are_pinned_and_checked(dev_plan: PlanResult) -> None:
+    command = dev_plan.one("command:local:Command", "apply")
+    create = command.get("create")
+    assert (
+        "/df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml"
+        in create
+    )
+    assert "0bc3ddd94db6f588a5cecc627c39e3d12b4343d51c48d47ffa68c50fa73c290c" in create
+    assert "apply --server-side" in create
+    assert "delete crd --ignore-not-found inferencepools.inference.networking.k8s.io" in command.get("delete")
+    assert "gke-gcloud-auth-plugin" in command.get("environment.KUBECONFIG_DATA")
+    assert is_secret_input(command, "environment.KUBECONFIG_DATA")
+    pool = dev_plan.one("kubernetes:inference.networking.k8s.io/v1:InferencePool")
+    assert dev_plan.depends_on(pool, command)
+
+
+def test_model_access_is_bucket_scoped_workload_identity(dev_plan: PlanResult) -> None:
+    members = dev_plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    principal = (
+        f"principal://iam.googleapis.com/projects/{PLACEHOLDER_PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
+        f"example-tpu-project.svc.id.goog/subject/ns/{NAMESPACE}/sa/vllm-model-server"
+    )
+    assert sorted((m.get("bucket"), m.get("role"), m.get("member")) for m in members) == [
+        ("example-model-weights", "roles/storage.bucketViewer", principal),
+        ("example-model-weights", "roles/storage.objectUser", principal),
+    ]
+    project_roles = [m.get("role") for m in dev_plan.of_type("gcp:projects/iAMMember:IAMMember")]
+    assert not any("storage" in role for role in project_roles)
+
+
+def test_no_token_means_no_secret(dev_plan: PlanResult) -> None:
+    assert [s for s in dev_plan.of_type("kubernetes:core/v1:Secret") if s.name == "hf-token"] == []
+    env = [e["name"] for e in leader(dev_plan, "prefill")["env"]]
+    assert "HF_TOKEN" not in env
+
+
+def test_token_is_a_secret_everywhere(token_plan: PlanResult, tmp_path: Path) -> None:
+    secret = token_plan.one("kubernetes:core/v1:Secret", "hf-token")
+    assert secret.get("stringData.HF_TOKEN") == TOKEN  # what the provider receives...
+    assert is_secret_input(secret, "stringData.HF_TOKEN")  # ...marked secret on the wire
+    assert "[secret]" in json.dumps(manifests.body(secret)["stringData"])
+    env = leader(token_plan, "prefill")["env"]
+    assert env[0] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}
+    for path in manifests.write(token_plan, tmp_path):
+        assert TOKEN not in path.read_text(), path.name
+    for resource in token_plan.resources:
+        if resource is not secret:
+            assert TOKEN not in json.dumps(manifests.body(resource), default=str), resource.name
+    assert not any(TOKEN in str(o.value) for o in token_plan.outputs.values())
+
+
+def test_plan_output_never_shows_the_token(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from plan import engine
+
+    stack = engine.ROOT / "Pulumi.ci-token.yaml"
+    document = yaml.safe_load(engine.stack_file("dev").read_text())
+    document["config"]["tpu-slicing:hfToken"] = {"secure": "v1:AAAAencrypted"}
+    stack.write_text(yaml.safe_dump(document))
+    try:
+        assert plan_main(["--stack", "ci-token", "--out", str(tmp_path)]) == 0
+    finally:
+        stack.unlink()
+    assert "AAAAencrypted" not in capsys.readouterr().out
+
+
+def test_serving_waits_for_pools_and_controllers(dev_plan: PlanResult) -> None:
+    pools = [p for p in dev_plan.of_type("gcp:container/nodePool:NodePool") if p.name.startswith("cube-")]
+    needed: list[Resource] = [
+        *pools,
+        dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager"),
+        dev_plan.one("kubernetes:helm.sh/v3:Release", "lws"),
+        dev_plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"),
+        *dev_plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"),
+        dev_plan.one("kubernetes:core/v1:ServiceAccount", "model-server-account"),
+    ]
+    for role in ("prefill", "decode"):
+        lws_resource = dev_plan.one(LWS, f"{role}-lws")
+        for dependency in needed:
+            assert dev_plan.depends_on(lws_resource, dependency), (role, dependency.name)
+    # Destroy runs in reverse: nothing on the GCP side waits for the serving objects.
+    for pool in pools:
+        assert not dev_plan.depends_on(pool, dev_plan.one(LWS, "prefill-lws"))
+
+
+def test_smoke_test_job(dev_plan: PlanResult) -> None:
+    job = dev_plan.one("kubernetes:batch/v1:Job")
+    container = job.get("spec.template.spec.containers.0")
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "SMOKE_BASE_URL": f"http://{PLACEHOLDER_GATEWAY_IP}",
+        "SMOKE_MODEL": "Qwen/Qwen3.5-397B-A17B-FP8",
+        "SMOKE_DEADLINE_SECONDS": "3600",
+    }
+    assert container["image"].startswith("python:3.12.13-slim@sha256:")
+    assert job.get("spec.backoffLimit") == 0
+    script = dev_plan.one("kubernetes:core/v1:ConfigMap", "script")
+    assert script.get("data")["smoke_test.py"] == SMOKE_SCRIPT.read_text()
+    for dependency in (
+        dev_plan.one(LWS, "prefill-lws"),
+        dev_plan.one(LWS, "decode-lws"),
+        dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"),
+    ):
+        assert dev_plan.depends_on(job, dependency)
+
+
+def test_smoke_test_can_be_disabled(run_dev: DevRunner) -> None:
+    assert run_dev({"serving": {"smokeTest": {"enabled": False}}}).of_type("kubernetes:batch/v1:Job") == []
+
+
+def test_serving_outputs(dev_plan: PlanResult, dev_preview: PlanResult) -> None:
+    assert dev_plan.outputs["gatewayIp"].value == PLACEHOLDER_GATEWAY_IP
+    assert dev_plan.outputs["completionsUrl"].value == f"http://{PLACEHOLDER_GATEWAY_IP}/v1/completions"
+    assert dev_plan.outputs["chatCompletionsUrl"].value == f"http://{PLACEHOLDER_GATEWAY_IP}/v1/chat/completions"
+    assert not dev_preview.outputs["gatewayIp"].known
+
+
+def test_backend_none_creates_no_serving_objects(run_dev: DevRunner) -> None:
+    plan = run_dev({"serving": {"backend": "none"}})
+    assert plan.of_type(LWS) == []
+    assert "gatewayIp" not in plan.outputs
+    assert plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") == []

@@ -1,0 +1,67 @@
+"""Read access to the model-weights bucket for the model servers, and nothing wider.
+
+The model servers' Kubernetes service account is the IAM principal itself
+(Workload Identity Federation, no Google service account), and the roles are
+bound on the one bucket: the servers stream weights from it and write their
+XLA compilation cache back (hence objectUser, not objectViewer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes.core import v1 as core
+from pulumi_kubernetes.meta import v1 as meta
+
+from k8s.provider import COMMON_LABELS
+
+BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+
+
+def workload_principal(project_number: str, project: str, namespace: str, service_account: str) -> str:
+    return (
+        f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+        f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}"
+    )
+
+
+@dataclass(frozen=True)
+class ModelAccessArgs:
+    provider: kubernetes.Provider
+    project: str
+    bucket: str
+    namespace: pulumi.Input[str]
+    service_account: str
+    depends_on: pulumi.Resource
+
+
+class ModelAccess(pulumi.ComponentResource):
+    service_account: core.ServiceAccount
+    members: list[gcp.storage.BucketIAMMember]
+
+    def __init__(self, name: str, args: ModelAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:workloads:ModelAccess", name, None, opts)
+        self.service_account = core.ServiceAccount(
+            "model-server-account",
+            metadata=meta.ObjectMetaArgs(
+                name=args.service_account, namespace=args.namespace, labels=dict(COMMON_LABELS)
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.depends_on]),
+        )
+        # The number, not the id, appears in Workload Identity principals; look it up.
+        number = gcp.organizations.get_project_output(project_id=args.project).number
+        principal = pulumi.Output.all(number, args.namespace).apply(
+            lambda parts: workload_principal(str(parts[0]), args.project, str(parts[1]), args.service_account)
+        )
+        self.members = [
+            gcp.storage.BucketIAMMember(
+                role.split(".")[-1],
+                gcp.storage.BucketIAMMemberArgs(bucket=args.bucket, role=role, member=principal),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for role in BUCKET_ROLES
+        ]
+        self.register_outputs({"principal": principal})

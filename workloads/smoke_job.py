@@ -1,0 +1,118 @@
+"""The serving smoke test as a Kubernetes Job that `pulumi up` waits for.
+
+It posts the reference's completion and chat requests to the internal gateway
+from inside the cluster (the address is not reachable from outside the VPC),
+retrying with backoff until its deadline; a failed Job fails `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes.batch import v1 as batch
+from pulumi_kubernetes.core import v1 as core
+from pulumi_kubernetes.meta import v1 as meta
+
+from k8s.inference_gateway import http_url
+from k8s.provider import COMMON_LABELS
+
+SCRIPT = Path(__file__).resolve().parent / "smoke_test.py"
+MOUNT = "/opt/smoke-test"
+
+
+@dataclass(frozen=True)
+class SmokeJobArgs:
+    provider: kubernetes.Provider
+    namespace: str
+    gateway_address: pulumi.Input[str]
+    model: str
+    image: str
+    deadline_seconds: int
+    serving_spec: object  # whatever defines the serving stack: a change re-runs the test
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class SmokeJob(pulumi.ComponentResource):
+    job: batch.Job
+
+    def __init__(self, name: str, args: SmokeJobArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:workloads:SmokeJob", name, None, opts)
+        script = SCRIPT.read_text()
+        config = core.ConfigMap(
+            "script",
+            metadata=meta.ObjectMetaArgs(
+                name="serving-smoke-test", namespace=args.namespace, labels=dict(COMMON_LABELS)
+            ),
+            data={"smoke_test.py": script},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
+        fingerprint = hashlib.sha256(json.dumps([args.serving_spec, script], sort_keys=True, default=str).encode())
+        self.job = batch.Job(
+            "job",
+            metadata=meta.ObjectMetaArgs(
+                name="serving-smoke-test",
+                namespace=args.namespace,
+                labels=dict(COMMON_LABELS),
+                annotations={"tpu-slicing/serving-fingerprint": fingerprint.hexdigest()[:16]},
+            ),
+            spec=batch.JobSpecArgs(
+                backoff_limit=0,
+                active_deadline_seconds=args.deadline_seconds + 300,
+                template=core.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=dict(COMMON_LABELS)),
+                    spec=core.PodSpecArgs(
+                        restart_policy="Never",
+                        security_context=core.PodSecurityContextArgs(
+                            run_as_non_root=True,
+                            run_as_user=65534,
+                            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                        containers=[
+                            core.ContainerArgs(
+                                name="smoke-test",
+                                image=args.image,
+                                command=["python3", f"{MOUNT}/smoke_test.py"],
+                                env=[
+                                    core.EnvVarArgs(
+                                        name="SMOKE_BASE_URL",
+                                        value=pulumi.Output.from_input(args.gateway_address).apply(http_url),
+                                    ),
+                                    core.EnvVarArgs(name="SMOKE_MODEL", value=args.model),
+                                    core.EnvVarArgs(name="SMOKE_DEADLINE_SECONDS", value=str(args.deadline_seconds)),
+                                ],
+                                resources=core.ResourceRequirementsArgs(
+                                    requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "256Mi"}
+                                ),
+                                security_context=core.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    read_only_root_filesystem=True,
+                                    capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                                volume_mounts=[core.VolumeMountArgs(name="script", mount_path=MOUNT, read_only=True)],
+                            )
+                        ],
+                        volumes=[
+                            core.VolumeArgs(
+                                name="script", config_map=core.ConfigMapVolumeSourceArgs(name="serving-smoke-test")
+                            )
+                        ],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[*args.depends_on, config],
+                # A Job runs once: any change (including the fingerprint) runs a new one.
+                replace_on_changes=["*"],
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(create=f"{args.deadline_seconds // 60 + 10}m"),
+            ),
+        )
+        self.register_outputs({"job": self.job.metadata.name})

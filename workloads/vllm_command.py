@@ -1,0 +1,131 @@
+"""The vLLM command line and environment of prefill and decode leaders (no Pulumi).
+
+Generated from typed configuration instead of hand-edited YAML, so the model
+path, parallelism and KV-transfer role can never disagree with the slice shape.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["prefill", "decode"]
+
+# Ports from the reference: prefill vLLM serves the pool port itself; decode vLLM
+# sits behind the routing sidecar, which owns the pool port.
+POOL_PORT = 8000
+DECODE_VLLM_PORT = 8200
+KV_TRANSFER_PORT = 9100
+SIDE_CHANNEL_PORT = 9600
+MULTI_NODE_SCRIPT = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"
+RAY_INIT_TIMEOUT_SECONDS = 1800
+
+
+@dataclass(frozen=True)
+class VllmServe:
+    role: Role
+    model_uri: str  # gs://bucket/path of the Hugging Face snapshot
+    served_model_name: str
+    tensor_parallel_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_cache_dtype: str
+    enable_expert_parallel: bool
+    load_format: str
+
+    @property
+    def port(self) -> int:
+        return POOL_PORT if self.role == "prefill" else DECODE_VLLM_PORT
+
+    def kv_transfer_config(self) -> str:
+        return json.dumps(
+            {
+                "kv_connector": "TPUConnectorHMA",
+                "kv_connector_module_path": "tpu_inference.distributed.tpu_connector_hma",
+                "kv_role": "kv_producer" if self.role == "prefill" else "kv_consumer",
+            },
+            separators=(",", ":"),
+        )
+
+    def args(self) -> list[str]:
+        """`vllm serve` arguments, in the reference's order."""
+        args = [
+            "vllm",
+            "serve",
+            self.model_uri,
+            f"--load-format={self.load_format}",
+            f"--served-model-name={self.served_model_name}",
+            f"--max-model-len={self.max_model_len}",
+            f"--max-num-batched-tokens={self.max_num_batched_tokens}",
+            f"--max-num-seqs={self.max_num_seqs}",
+            f"--tensor-parallel-size={self.tensor_parallel_size}",
+            "--language-model-only",
+            '--limit-mm-per-prompt={"image": 0, "video": 0}',
+            f"--kv-cache-dtype={self.kv_cache_dtype}",
+        ]
+        if self.enable_expert_parallel:
+            args.append("--enable-expert-parallel")
+        args += [
+            "--no-disable-hybrid-kv-cache-manager",
+            f"--kv-transfer-config={self.kv_transfer_config()}",
+            f"--port={self.port}",
+            "--disable-access-log-for-endpoints=/health,/metrics,/v1/models",
+        ]
+        return args
+
+
+def leader_script(serve: VllmServe) -> str:
+    """Start the Ray head for the slice's hosts, then vLLM on the leader."""
+    ray = shlex.join(
+        [
+            "bash",
+            MULTI_NODE_SCRIPT,
+            "leader",
+            "--ray_cluster_size=$(LWS_GROUP_SIZE)",
+            f"--ray_init_timeout={RAY_INIT_TIMEOUT_SECONDS}",
+        ]
+    ).replace("'--ray_cluster_size=$(LWS_GROUP_SIZE)'", "--ray_cluster_size=$(LWS_GROUP_SIZE)")
+    return f"set -e\n{ray}\nexec {shlex.join(serve.args())}\n"
+
+
+def worker_script() -> str:
+    """Join the leader's Ray cluster; vLLM drives the worker's chips from the leader."""
+    return (
+        f"set -e\nexec bash {MULTI_NODE_SCRIPT} worker --ray_address=$(LWS_LEADER_ADDRESS) "
+        f"--ray_init_timeout={RAY_INIT_TIMEOUT_SECONDS}\n"
+    )
+
+
+def environment(bucket: str, log_level: str) -> list[tuple[str, str]]:
+    """Environment shared by leaders and workers of both roles (reference §11.1)."""
+    return [
+        ("HF_HOME", "/usr/vllm"),
+        ("TPU_MULTIHOST_BACKEND", "ray"),
+        ("SKIP_JAX_PRECOMPILE", "1"),
+        ("TPU_NODE_ID", "$(LWS_WORKER_INDEX)"),
+        ("JAX_PLATFORMS", ""),
+        ("MODEL_IMPL_TYPE", "vllm"),
+        ("TPU_BACKEND_TYPE", "jax"),
+        ("PJRT_DEVICE", "TPU"),
+        ("USE_MOE_EP_KERNEL", "0"),
+        ("VLLM_DISABLE_SHARED_EXPERTS_STREAM", "1"),
+        ("VLLM_LOGGING_LEVEL", log_level),
+        ("VLLM_MLA_DISABLE", "1"),
+        ("VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT", "1800"),
+        ("USE_BATCHED_RPA_KERNEL", "0"),
+        ("RAY_RESERVE_CPU_FOR_RAYLET", "1"),
+        ("RAY_heartbeat_timeout_milliseconds", "300000"),
+        ("RAY_initial_reconstruction_timeout_milliseconds", "300000"),
+        ("RAY_external_storage_heartbeat_timeout_ms", "60000"),
+        ("RAY_grpc_server_thread_pool_size", "100"),
+        ("RAY_max_pending_lease_requests_per_scheduling_category", "1000"),
+        ("RAY_rpc_server_listen_quiet_period_ms", "3600000"),
+        ("RAY_gcs_server_request_timeout_seconds", "3600"),
+        ("TPU_SIDE_CHANNEL_PORT", str(SIDE_CHANNEL_PORT)),
+        ("TPU_KV_TRANSFER_PORT", str(KV_TRANSFER_PORT)),
+        # vLLM writes compiled XLA programs back to the bucket: why the role is objectUser.
+        ("VLLM_XLA_CACHE_PATH", f"gs://{bucket}/xla_cache"),
+    ]

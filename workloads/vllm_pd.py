@@ -1,0 +1,224 @@
+"""Disaggregated prefill/decode vLLM as two LeaderWorkerSets on dynamic sub-slices.
+
+One LWS replica is one sub-slice: its leader and workers are the slice's VMs,
+Kueue admits the group as a whole into a cube partition, and the slice
+controller links its chips. The leader serves the InferencePool's port (vLLM
+for prefill, llm-d's routing sidecar for decode) and is the only pod the pool
+selects; workers only join the leader's Ray cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from infra.topology import Generation, Topology
+from k8s.kubernetes_object import KubernetesObject
+from k8s.provider import COMMON_LABELS
+from workloads import vllm_command
+from workloads.vllm_command import VllmServe
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+GUIDE_LABEL = "llm-d.ai/guide"
+ROLE_LABEL = "llm-d.ai/role"
+# Only on leader pods: the InferencePool must not select workers, which serve no HTTP.
+SERVING_LABEL = "llm-d.ai/inference-serving"
+HF_SECRET = "hf-token"
+
+# A 397B model streams from GCS and compiles for tens of minutes: allow an hour to start.
+STARTUP_PERIOD_SECONDS = 30
+STARTUP_FAILURES = 120
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    serve: VllmServe
+    replicas: int
+    topology: str
+
+
+@dataclass(frozen=True)
+class VllmPdArgs:
+    provider: kubernetes.Provider
+    namespace: str
+    guide: str
+    model_label: str
+    generation: Generation
+    machine_vcpus: int
+    machine_memory_gib: int
+    image: str
+    sidecar_image: str
+    service_account: str
+    bucket: str
+    log_level: str
+    local_queue: str
+    priority_class: str
+    roles: Sequence[RolePlan]
+    hf_token: pulumi.Input[str] | None
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def pool_selector(guide: str) -> dict[str, str]:
+    return {GUIDE_LABEL: guide, SERVING_LABEL: "true"}
+
+
+def _probe(path: str, port: int, period: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": period, "failureThreshold": failures}
+
+
+def _env(args: VllmPdArgs) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": name, "value": value} for name, value in vllm_command.environment(args.bucket, args.log_level)
+    ]
+    if args.hf_token is not None:
+        env.insert(0, {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": "HF_TOKEN"}}})
+    return env
+
+
+def _resources(args: VllmPdArgs, chips: int) -> dict[str, Any]:
+    # Leave a few cores and ~110 GiB per VM to the kubelet, system pods and Ray (reference: 220 CPU, 850Gi).
+    amounts = {
+        "google.com/tpu": str(chips),
+        "cpu": str(args.machine_vcpus - 4),
+        "memory": f"{args.machine_memory_gib - 110}Gi",
+    }
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+KV_PORTS = [
+    {"name": "tpu-kv-transfer", "containerPort": vllm_command.KV_TRANSFER_PORT},
+    {"name": "tpu-pd-coord", "containerPort": vllm_command.SIDE_CHANNEL_PORT},
+]
+
+
+def _pod_spec(args: VllmPdArgs, container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "serviceAccountName": args.service_account,
+        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label},
+        "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "100Gi"}}],
+    }
+
+
+def _container(args: VllmPdArgs, name: str, script: str, chips: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": args.image,
+        "command": ["sh", "-c", script],
+        "env": _env(args),
+        "resources": _resources(args, chips),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+
+
+def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
+    role = plan.serve.role
+    shape = Topology.parse(plan.topology)
+    size = args.generation.vms(shape)
+    chips = args.generation.host_machine(shape).chips_per_vm
+    labels = {
+        GUIDE_LABEL: args.guide,
+        "llm-d.ai/model": args.model_label,
+        ROLE_LABEL: role,
+        "inference.networking.k8s.io/engine-type": "vllm",
+    }
+    annotations = {"cloud.google.com/gke-tpu-slice-topology": plan.topology}
+
+    leader = _container(args, "vllm-leader", vllm_command.leader_script(plan.serve), chips)
+    port = plan.serve.port
+    leader["ports"] = [{"name": "modelserver" if role == "prefill" else "vllm", "containerPort": port}, *KV_PORTS]
+    leader["startupProbe"] = _probe("/health", port, STARTUP_PERIOD_SECONDS, STARTUP_FAILURES)
+    leader["readinessProbe"] = _probe("/health", port, 10, 3)
+    leader["livenessProbe"] = _probe("/health", port, 30, 5)
+    leader_spec = _pod_spec(args, leader)
+    if role == "decode":
+        # Native sidecar: owns the pool port, sends prefill to a prefill pod, then decodes locally.
+        leader_spec["initContainers"] = [
+            {
+                "name": "routing-proxy",
+                "image": args.sidecar_image,
+                "restartPolicy": "Always",
+                "args": [
+                    f"--port={vllm_command.POOL_PORT}",
+                    f"--vllm-port={vllm_command.DECODE_VLLM_PORT}",
+                    "--connector=nixlv2",
+                    "--zap-log-level=1",
+                    "--secure-proxy=false",
+                ],
+                "ports": [{"name": "modelserver", "containerPort": vllm_command.POOL_PORT, "protocol": "TCP"}],
+                "readinessProbe": {"tcpSocket": {"port": vllm_command.POOL_PORT}, "periodSeconds": 10},
+                "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+            }
+        ]
+    worker = _container(args, "vllm-worker", vllm_command.worker_script(), chips)
+    worker["ports"] = list(KV_PORTS)
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": f"vllm-{role}",
+            "namespace": args.namespace,
+            "labels": {
+                **COMMON_LABELS,
+                **labels,
+                "kueue.x-k8s.io/queue-name": args.local_queue,
+                "kueue.x-k8s.io/priority-class": args.priority_class,
+            },
+            "annotations": {
+                # One group per slice: the slice controller keys exclusivity on the slice.
+                "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-tpu-slice",
+                # Loading takes tens of minutes and Kueue decides when groups start; the
+                # smoke test, not `pulumi up`'s await, proves the groups serve.
+                "pulumi.com/skipAwait": "true",
+            },
+        },
+        "spec": {
+            "replicas": plan.replicas,
+            "leaderWorkerTemplate": {
+                "size": size,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {
+                    "metadata": {"labels": {**labels, SERVING_LABEL: "true"}, "annotations": annotations},
+                    "spec": leader_spec,
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": labels, "annotations": annotations},
+                    "spec": _pod_spec(args, worker),
+                },
+            },
+        },
+    }
+
+
+class VllmPd(pulumi.ComponentResource):
+    sets: dict[str, KubernetesObject]
+
+    def __init__(self, name: str, args: VllmPdArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:workloads:VllmPd", name, None, opts)
+        depends: list[pulumi.Resource] = list(args.depends_on)
+        if args.hf_token is not None:
+            depends.append(
+                kubernetes.core.v1.Secret(
+                    "hf-token",
+                    metadata=kubernetes.meta.v1.ObjectMetaArgs(
+                        name=HF_SECRET, namespace=args.namespace, labels=dict(COMMON_LABELS)
+                    ),
+                    type="Opaque",
+                    string_data={"HF_TOKEN": pulumi.Output.secret(args.hf_token)},
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+                )
+            )
+        self.sets = {
+            plan.serve.role: KubernetesObject(
+                f"{plan.serve.role}-lws",
+                lws_body(args, plan),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends),
+            )
+            for plan in args.roles
+        }
+        self.register_outputs({"leaderWorkerSets": [f"vllm-{role}" for role in self.sets]})
