@@ -21,7 +21,9 @@ from k8s.slice_controller import SliceController, SliceControllerArgs
 from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs
 from settings.loader import from_runtime
 from settings.model import Backend
+from workloads.jetstream import Jetstream, JetstreamArgs
 from workloads.model_access import ModelAccess, ModelAccessArgs
+from workloads.saxml import Saxml, SaxmlArgs
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
 from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector
@@ -64,16 +66,31 @@ cluster = Cluster(
         depends_on=apis.ready,
     ),
 )
-policy = WorkloadPolicy(
-    "workload-policy",
-    WorkloadPolicyArgs(
-        project=config.project,
-        region=config.location,
-        name=names.workload_policy,
-        cube_topology=config.tpu.cube_topology,
-        depends_on=apis.ready,
-    ),
-)
+serving = config.serving
+versions = config.versions
+provider = cluster_provider(cluster)  # needs the cluster only: software installs while TPU pools provision
+
+if serving.dynamic_slicing:
+    # TPU7x cubes carved into dynamic slices by Kueue and the slice controller.
+    policy = WorkloadPolicy(
+        "workload-policy",
+        WorkloadPolicyArgs(
+            project=config.project,
+            region=config.location,
+            name=names.workload_policy,
+            cube_topology=config.tpu.cube_topology,
+            depends_on=apis.ready,
+        ),
+    )
+    generation = config.tpu.generation
+    machine = generation.machine_type(config.tpu.machine_type)
+    pool_count, nodes_per_pool = config.tpu.cubes, config.tpu.vms_per_cube
+else:
+    # Saxml / JetStream: one node pool per multi-host slice of a fixed topology.
+    generation = serving.slice.generation
+    machine = generation.machine_type(serving.slice.machine_type)
+    pool_count, nodes_per_pool = serving.slices, generation.vms(serving.slice.shape)
+
 tpu_pools = TpuPools(
     "tpu-pools",
     TpuPoolsArgs(
@@ -81,73 +98,83 @@ tpu_pools = TpuPools(
         region=config.location,
         zone=config.zone,
         cluster=cluster.cluster,
-        policy=policy.policy,
-        pool_names=[names.tpu_pool(i + 1) for i in range(config.tpu.cubes)],
-        reservation_paths=config.reservation.pool_paths(config.project, config.tpu.cubes),
-        machine_type=config.tpu.machine_type,
-        nodes_per_pool=config.tpu.vms_per_cube,
+        pool_names=[names.tpu_pool(i + 1) for i in range(pool_count)],
+        reservation_paths=config.pool_paths(),
+        machine_type=machine.name,
+        nodes_per_pool=nodes_per_pool,
         service_account=cluster.node_account.email,
-        accelerator_label=config.tpu.generation.accelerator_label,
+        accelerator_label=generation.accelerator_label,
+        policy=policy.policy if serving.dynamic_slicing else None,
+        tpu_topology=None if serving.dynamic_slicing else serving.slice.topology,
     ),
 )
-
-# Cluster software: needs the cluster, not the TPU pools, so it installs while they provision.
-provider = cluster_provider(cluster)
-versions = config.versions
+needed_controllers = {
+    Backend.VLLM_PD: ("jobset", "kueue", "lws"),
+    Backend.NONE: ("jobset", "kueue", "lws"),
+    Backend.SAXML: ("jobset",),
+    Backend.JETSTREAM: ("lws",),
+}[serving.backend]
 controllers = Controllers(
     "controllers",
     ControllersArgs(
-        provider=provider, jobset_version=versions.jobset, kueue_version=versions.kueue, lws_version=versions.lws
-    ),
-)
-slice_controller = SliceController(
-    "slice-controller",
-    SliceControllerArgs(provider=provider, image=versions.slice_controller_image, depends_on=controllers.releases),
-)
-generation = config.tpu.generation
-machine = generation.machine_type(config.tpu.machine_type)
-vms = config.tpu.cubes * config.tpu.vms_per_cube
-queues = KueueQueues(
-    "kueue",
-    KueueQueuesArgs(
         provider=provider,
-        names=names,
-        namespace=config.serving.namespace,
-        topology_levels=config.kueue.topology_levels,
-        accelerator_label=generation.accelerator_label,
-        priorities=config.kueue.priorities.items(),
-        tpu_chips=config.tpu.total_chips,
-        vcpus=vms * machine.vcpus,
-        memory_gib=vms * machine.memory_gib,
-        kueue=controllers.kueue,
-        slice_controller=slice_controller,
+        versions={
+            name: {"jobset": versions.jobset, "kueue": versions.kueue, "lws": versions.lws}[name]
+            for name in needed_controllers
+        },
     ),
 )
-priority = dict(config.kueue.priorities.items())
-checks = [
-    SliceCheck(name, cfg.topology, replicas, names.priority_class(level, priority[level]))
-    for name, cfg, replicas, level in (
-        ("subslicing-check", config.checks.subslicing, config.checks.subslicing.replicas, "low"),
-        ("superslicing-check", config.checks.superslicing, 1, "medium"),
-    )
-    if cfg.enabled
-]
-if checks:
-    SlicingChecks(
-        "slicing-checks",
-        SlicingChecksArgs(
+
+if serving.dynamic_slicing:
+    slice_controller = SliceController(
+        "slice-controller",
+        SliceControllerArgs(
             provider=provider,
-            namespace=config.serving.namespace,
-            local_queue=LOCAL_QUEUE,
-            generation=generation,
-            image=versions.jax_tpu_image,
-            checks=checks,
-            # TPU consumers wait for the pools, so a destroy removes them first.
-            depends_on=[tpu_pools, slice_controller, controllers.jobset, queues],
+            image=versions.slice_controller_image,
+            depends_on=list(controllers.releases.values()),
         ),
     )
+    vms = pool_count * nodes_per_pool
+    queues = KueueQueues(
+        "kueue",
+        KueueQueuesArgs(
+            provider=provider,
+            names=names,
+            namespace=serving.namespace,
+            topology_levels=config.kueue.topology_levels,
+            accelerator_label=generation.accelerator_label,
+            priorities=config.kueue.priorities.items(),
+            tpu_chips=config.tpu.total_chips,
+            vcpus=vms * machine.vcpus,
+            memory_gib=vms * machine.memory_gib,
+            kueue=controllers.releases["kueue"],
+            slice_controller=slice_controller,
+        ),
+    )
+    priority = dict(config.kueue.priorities.items())
+    checks = [
+        SliceCheck(name, cfg.topology, replicas, names.priority_class(level, priority[level]))
+        for name, cfg, replicas, level in (
+            ("subslicing-check", config.checks.subslicing, config.checks.subslicing.replicas, "low"),
+            ("superslicing-check", config.checks.superslicing, 1, "medium"),
+        )
+        if cfg.enabled
+    ]
+    if checks:
+        SlicingChecks(
+            "slicing-checks",
+            SlicingChecksArgs(
+                provider=provider,
+                namespace=serving.namespace,
+                local_queue=LOCAL_QUEUE,
+                generation=generation,
+                image=versions.jax_tpu_image,
+                checks=checks,
+                # TPU consumers wait for the pools, so a destroy removes them first.
+                depends_on=[tpu_pools, slice_controller, controllers.releases["jobset"], queues],
+            ),
+        )
 
-serving = config.serving
 if serving.backend is Backend.VLLM_PD:
     model = serving.model
     assert model.weights_bucket is not None  # validated: vllm-pd needs a bucket
@@ -238,7 +265,7 @@ if serving.backend is Backend.VLLM_PD:
             hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
             # TPU consumers: after the pools (so destroyed before them), the slice
             # controller's webhooks, LWS, the queue and the priority classes.
-            depends_on=[tpu_pools, slice_controller, controllers.lws, queues, access],
+            depends_on=[tpu_pools, slice_controller, controllers.releases["lws"], queues, access],
         ),
     )
     if serving.smoke_test.enabled:
@@ -259,9 +286,75 @@ if serving.backend is Backend.VLLM_PD:
     pulumi.export("completionsUrl", gateway.address.apply(lambda ip: http_url(ip, "/v1/completions")))
     pulumi.export("chatCompletionsUrl", gateway.address.apply(lambda ip: http_url(ip, "/v1/chat/completions")))
 
+if serving.backend is Backend.SAXML:
+    saxml = Saxml(
+        "saxml",
+        SaxmlArgs(
+            provider=provider,
+            project=config.project,
+            region=config.location,
+            namespace=serving.namespace,
+            bucket_name=names.sax_bucket(config.project),
+            google_account_id=names.sax_account,
+            generation=generation,
+            topology=serving.slice.topology,
+            slices=serving.slices,
+            cell=serving.saxml.cell,
+            model_key=serving.saxml.model_key,
+            model_path=serving.saxml.model_path,
+            checkpoint=serving.saxml.checkpoint,
+            weights_bucket=serving.model.weights_bucket,
+            publish_deadline_seconds=serving.saxml.publish_deadline_seconds,
+            images={
+                "admin": versions.sax_admin_image,
+                "model": versions.sax_model_image,
+                "http": versions.sax_http_image,
+                "publish": versions.smoke_test_image,
+            },
+            exposure=serving.http.type,
+            source_ranges=[str(r) for r in serving.http.source_ranges],
+            depends_on=[tpu_pools, controllers.releases["jobset"]],
+        ),
+    )
+    pulumi.export("saxHttpAddress", saxml.address)
+    pulumi.export("modelKey", serving.saxml.model_key)
+
+if serving.backend is Backend.JETSTREAM:
+    assert serving.model.weights_bucket is not None  # validated: jetstream needs its checkpoint bucket
+    jetstream = Jetstream(
+        "jetstream",
+        JetstreamArgs(
+            provider=provider,
+            project=config.project,
+            namespace=serving.namespace,
+            generation=generation,
+            topology=serving.slice.topology,
+            slices=serving.slices,
+            bucket=serving.model.weights_bucket,
+            checkpoint_path=serving.model.path,
+            maxtext_model=serving.jetstream.maxtext_model,
+            tokenizer_path=serving.jetstream.tokenizer_path,
+            per_device_batch_size=serving.jetstream.per_device_batch_size,
+            max_prefill_predict_length=serving.jetstream.max_prefill_predict_length,
+            max_target_length=serving.jetstream.max_target_length,
+            quantization=serving.jetstream.quantization,
+            images={
+                "maxengine": versions.jetstream_maxengine_image,
+                "http": versions.jetstream_http_image,
+                "pathways": versions.jetstream_pathways_image,
+                "pathways_server": versions.pathways_server_image,
+                "pathways_proxy": versions.pathways_proxy_image,
+            },
+            exposure=serving.http.type,
+            source_ranges=[str(r) for r in serving.http.source_ranges],
+            depends_on=[tpu_pools, *controllers.releases.values()],
+        ),
+    )
+    pulumi.export("jetstreamAddress", jetstream.address)
+
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("location", cluster.cluster.location)
 pulumi.export("endpoint", cluster.cluster.endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodePools", [pool.name for pool in tpu_pools.pools])
-pulumi.export("totalChips", config.tpu.total_chips)
+pulumi.export("totalChips", pool_count * nodes_per_pool * machine.chips_per_vm)

@@ -28,33 +28,50 @@ class Workload:
 
 @dataclass(frozen=True)
 class Capacity:
+    """The TPU node pools of a stack: cubes (dynamic slicing) or fixed slices."""
+
     generation: str
-    cubes: int
+    unit: str  # "cube" or "slice"
+    pools: int
+    pool_topology: str
     vms: int
     chips: int
     devices: int
     hbm_gib: int
-    cube_topology: str
-    reservation_paths: tuple[str, ...]
+    reservation_paths: tuple[str | None, ...]  # None: on demand
 
 
 def capacity(config: StackConfig) -> Capacity:
-    generation = config.tpu.generation
-    cube = topology.Topology.parse(config.tpu.cube_topology)
+    if config.serving.dynamic_slicing:
+        generation, shape, pools, unit = (
+            config.tpu.generation,
+            topology.Topology.parse(config.tpu.cube_topology),
+            config.tpu.cubes,
+            "cube",
+        )
+    else:
+        generation, shape, pools, unit = (
+            config.serving.slice.generation,
+            config.serving.slice.shape,
+            config.serving.slices,
+            "slice",
+        )
+    chips = pools * shape.chips
     return Capacity(
         generation=generation.name,
-        cubes=config.tpu.cubes,
-        vms=config.tpu.cubes * generation.vms(cube),
-        chips=config.tpu.total_chips,
-        devices=config.tpu.total_chips * generation.devices_per_chip,
-        hbm_gib=config.tpu.total_chips * generation.hbm_gib_per_chip,
-        cube_topology=str(cube),
-        reservation_paths=tuple(config.reservation.pool_paths(config.reservation_project, config.tpu.cubes)),
+        unit=unit,
+        pools=pools,
+        pool_topology=str(shape),
+        vms=pools * generation.vms(shape),
+        chips=chips,
+        devices=chips * generation.devices_per_chip,
+        hbm_gib=chips * generation.hbm_gib_per_chip,
+        reservation_paths=tuple(config.pool_paths()),
     )
 
 
 def _workload(config: StackConfig, *, name: str, kind: str, priority: str, shape_text: str, slices: int) -> Workload:
-    generation = config.tpu.generation
+    generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
     shape = topology.Topology.parse(shape_text)
     return Workload(
         name=name,
@@ -89,7 +106,20 @@ def workloads(config: StackConfig) -> list[Workload]:
                 config, name="superslicing-check", kind="JobSet", priority="medium", shape_text=sup.topology, slices=1
             )
         )
-    if config.serving.backend is Backend.VLLM_PD:
+    backend = config.serving.backend
+    if backend in (Backend.SAXML, Backend.JETSTREAM):
+        kind = "JobSet" if backend is Backend.SAXML else "LeaderWorkerSet"
+        found.append(
+            _workload(
+                config,
+                name=f"{backend.value}-model-servers",
+                kind=kind,
+                priority="-",
+                shape_text=config.serving.slice.topology,
+                slices=config.serving.slices,
+            )
+        )
+    if backend is Backend.VLLM_PD:
         for role in ("prefill", "decode"):
             cfg = getattr(config.serving, role)
             found.append(

@@ -1,4 +1,5 @@
-"""TPU7x node pools bound to a reservation block: one pool per 4x4x4 cube."""
+"""TPU node pools: one pool per TPU7x cube bound to a reservation block (dynamic slicing), or one
+pool per multi-host slice of a fixed topology (Saxml and JetStream backends), reserved or on demand."""
 
 from __future__ import annotations
 
@@ -17,13 +18,32 @@ class TpuPoolsArgs:
     region: str
     zone: str
     cluster: gcp.container.Cluster
-    policy: gcp.compute.ResourcePolicy
     pool_names: Sequence[str]
-    reservation_paths: Sequence[str]
+    reservation_paths: Sequence[str | None]  # None: on-demand capacity
     machine_type: str
     nodes_per_pool: int
     service_account: pulumi.Input[str]
     accelerator_label: str
+    # Exactly one: a workload policy (TPU7x cubes) or a fixed slice topology.
+    policy: gcp.compute.ResourcePolicy | None = None
+    tpu_topology: str | None = None
+
+
+def placement(args: TpuPoolsArgs) -> gcp.container.NodePoolPlacementPolicyArgs:
+    # The SDK requires a type; COMPACT plus policy_name is how a workload policy
+    # is attached (pulumi-notes §4), COMPACT plus tpu_topology makes one slice.
+    if args.policy is not None:
+        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=args.policy.name)
+    return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=args.tpu_topology)
+
+
+def reservation_affinity(path: str | None) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:
+    if path is None:
+        # On demand: never eat into a reservation another team counts on.
+        return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+    return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+        consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[path]
+    )
 
 
 class TpuPools(pulumi.ComponentResource):
@@ -33,6 +53,9 @@ class TpuPools(pulumi.ComponentResource):
         super().__init__("tpu-slicing:infra:TpuPools", name, None, opts)
         if len(args.pool_names) != len(args.reservation_paths):
             raise ValueError("one reservation path per pool is needed")
+        if (args.policy is None) == (args.tpu_topology is None):
+            raise ValueError("give either a workload policy or a TPU topology")
+        waits = [args.cluster] + ([args.policy] if args.policy is not None else [])
         self.pools = [
             gcp.container.NodePool(
                 f"cube-{index}",
@@ -43,12 +66,7 @@ class TpuPools(pulumi.ComponentResource):
                     location=args.region,
                     node_locations=[args.zone],
                     node_count=args.nodes_per_pool,
-                    placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
-                        # The SDK requires a type; COMPACT plus policy_name is how a
-                        # workload policy is attached (pulumi-notes §4).
-                        type="COMPACT",
-                        policy_name=args.policy.name,
-                    ),
+                    placement_policy=placement(args),
                     management=gcp.container.NodePoolManagementArgs(
                         auto_repair=True,
                         # Upgrades recreate TPU VMs and break running slices; GKE's
@@ -59,18 +77,14 @@ class TpuPools(pulumi.ComponentResource):
                         machine_type=args.machine_type,
                         service_account=args.service_account,
                         oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
-                        reservation_affinity=gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                            consume_reservation_type="SPECIFIC_RESERVATION",
-                            key=RESERVATION_KEY,
-                            values=[path],
-                        ),
+                        reservation_affinity=reservation_affinity(path),
                         workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                             mode="GKE_METADATA"
                         ),
                         labels={"tpu-slicing/role": "tpu"},
                     ),
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[args.cluster, args.policy]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=waits),
             )
             for index, (pool_name, path) in enumerate(zip(args.pool_names, args.reservation_paths, strict=True), 1)
         ]

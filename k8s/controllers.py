@@ -10,6 +10,7 @@ object is created.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,7 @@ INSTALL_TIMEOUT_SECONDS = 600
 @dataclass(frozen=True)
 class ControllersArgs:
     provider: kubernetes.Provider
-    jobset_version: str
-    kueue_version: str
-    lws_version: str
+    versions: Mapping[str, str]  # release name -> chart version, for the controllers to install
 
 
 def _release(
@@ -62,23 +61,24 @@ def _release(
     )
 
 
-class Controllers(pulumi.ComponentResource):
-    """The three batch controllers, installed side by side (none depends on another)."""
+CHARTS = {spec.release: spec for spec in (JOBSET, KUEUE, LWS)}
+VALUES: dict[str, dict[str, Any]] = {"kueue": {"controllerManager": {"replicas": 2}}}
 
-    jobset: kubernetes.helm.v3.Release
-    kueue: kubernetes.helm.v3.Release
-    lws: kubernetes.helm.v3.Release
+
+class Controllers(pulumi.ComponentResource):
+    """The batch controllers a backend needs, installed side by side (none depends on another).
+
+    Kueue enables its JobSet and LWS integrations by default and waits for their
+    APIs if they appear after it starts, so no ordering between them is needed.
+    """
+
+    releases: dict[str, kubernetes.helm.v3.Release]
 
     def __init__(self, name: str, args: ControllersArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:Controllers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.jobset = _release(JOBSET, args.jobset_version, {}, child)
-        # Kueue enables the JobSet and LWS integrations by default and waits for
-        # their APIs if they appear after it starts, so no ordering is needed.
-        self.kueue = _release(KUEUE, args.kueue_version, {"controllerManager": {"replicas": 2}}, child)
-        self.lws = _release(LWS, args.lws_version, {}, child)
-        self.register_outputs({"releases": [self.jobset.name, self.kueue.name, self.lws.name]})
-
-    @property
-    def releases(self) -> list[kubernetes.helm.v3.Release]:
-        return [self.jobset, self.kueue, self.lws]
+        self.releases = {
+            release: _release(CHARTS[release], version, VALUES.get(release, {}), child)
+            for release, version in args.versions.items()
+        }
+        self.register_outputs({"releases": sorted(self.releases)})

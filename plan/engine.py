@@ -40,6 +40,7 @@ PLACEHOLDER_ENDPOINT = "203.0.113.10"
 PLACEHOLDER_CA = base64.b64encode(b"placeholder-cluster-ca").decode()
 PLACEHOLDER_PROJECT_NUMBER = "123456789012"
 PLACEHOLDER_GATEWAY_IP = "203.0.113.20"
+PLACEHOLDER_LOAD_BALANCER_IP = "203.0.113.30"
 
 
 @dataclass
@@ -201,6 +202,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             state.update(email=email, member=f"serviceAccount:{email}", name=f"projects/-/serviceAccounts/{email}")
         elif token.startswith("gcp:compute/"):
             state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/{args.name}")
+        elif token == "kubernetes:core/v1:Service" and (args.inputs.get("spec") or {}).get("type") == "LoadBalancer":
+            state["status"] = {"loadBalancer": {"ingress": [{"ip": PLACEHOLDER_LOAD_BALANCER_IP}]}}
         elif token.startswith("kubernetes:gateway.networking.k8s.io/v1:Gateway"):
             state["status"] = {"addresses": [{"type": "IPAddress", "value": PLACEHOLDER_GATEWAY_IP}]}
         return (f"{args.name}-id", state)

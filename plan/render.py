@@ -98,17 +98,24 @@ def tree(result: PlanResult) -> list[str]:
 def capacity_lines(config: StackConfig) -> list[str]:
     cap = capacity.capacity(config)
     lines = [
-        f"  {cap.cubes} cube(s) of {cap.cube_topology} {cap.generation}: {cap.vms} VMs, {cap.chips} chips, "
+        f"  {cap.pools} {cap.unit}(s) of {cap.pool_topology} {cap.generation}: {cap.vms} VMs, {cap.chips} chips, "
         f"{cap.devices} JAX devices, {cap.hbm_gib} GiB HBM",
     ]
-    pools = [config.names.tpu_pool(i + 1) for i in range(cap.cubes)]
-    lines += [f"  {pool} -> {path}" for pool, path in zip(pools, cap.reservation_paths, strict=True)]
+    pools = [config.names.tpu_pool(i + 1) for i in range(cap.pools)]
+    lines += [
+        f"  {pool} -> {path or 'on-demand capacity (no reservation)'}"
+        for pool, path in zip(pools, cap.reservation_paths, strict=True)
+    ]
     work = capacity.workloads(config)
     if work:
-        lines.append("  workloads (Kueue admits them by priority; higher preempts lower):")
+        lines.append(
+            "  TPU workloads (Kueue admits them by priority; higher preempts lower):"
+            if config.serving.dynamic_slicing
+            else "  TPU workloads (one group per node pool; no Kueue):"
+        )
         for w in work:
             lines.append(
-                f"    {w.name:<20} {w.kind:<16} priority={w.priority:<6} {w.slices} x {w.shape} "
+                f"    {w.name:<22} {w.kind:<16} priority={w.priority:<6} {w.slices} x {w.shape} "
                 f"= {w.chips} chips ({w.vms_per_slice} VMs and {w.hbm_gib_per_slice} GiB HBM per slice)"
             )
     return lines
@@ -135,8 +142,10 @@ def software_lines(result: PlanResult, config: StackConfig) -> list[str]:
 
 def serving_lines(result: PlanResult, config: StackConfig) -> list[str]:
     serving = config.serving
+    if serving.backend is Backend.NONE:
+        return ["  backend: none (the TPU platform and its checks only)"]
     if serving.backend is not Backend.VLLM_PD:
-        return [f"  backend: {serving.backend.value}"]
+        return fixed_slice_lines(result, config)
     generation = config.tpu.generation
     model = serving.model
     weights = model.weights_bytes / GIB
@@ -158,6 +167,29 @@ def serving_lines(result: PlanResult, config: StackConfig) -> list[str]:
     address = gateway.value if gateway and gateway.known else "(known after apply)"
     lines.append(f"  endpoints: http://{address}/v1/completions and /v1/chat/completions (internal to the VPC)")
     return lines
+
+
+def fixed_slice_lines(result: PlanResult, config: StackConfig) -> list[str]:
+    serving = config.serving
+    generation, shape = serving.slice.generation, serving.slice.shape
+    model = serving.model
+    weights = model.weights_bytes / GIB
+    hbm = generation.hbm_bytes(shape) / GIB
+    what = (
+        f"model key {serving.saxml.model_key} ({serving.saxml.model_path}, checkpoint {serving.saxml.checkpoint})"
+        if serving.backend is Backend.SAXML
+        else f"MaxText {serving.jetstream.maxtext_model} from gs://{model.weights_bucket}/{model.path}"
+    )
+    output, port = ("saxHttpAddress", 8888) if serving.backend is Backend.SAXML else ("jetstreamAddress", 8000)
+    address = result.outputs.get(output)
+    shown = address.value if address and address.known and address.value else "(known after apply)"
+    return [
+        f"  backend {serving.backend.value}: {what}",
+        f"  {serving.slices} x {shape} {generation.name} slices, "
+        f"{generation.vms(shape)} VMs and {shape.chips} chips each; "
+        f"{weights:.0f} GiB of weights use {weights / hbm:.0%} of {hbm:.0f} GiB HBM per slice",
+        f"  endpoint: http://{shown}:{port} ({serving.http.type} load balancer)",
+    ]
 
 
 def output_lines(result: PlanResult) -> list[str]:

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from infra import topology
+from infra.topology import Generation, Topology
 from k8s import inference_releases
 from settings.naming import Names
 
@@ -221,7 +222,7 @@ class ClusterConfig(StrictModel):
 class ReservationConfig(StrictModel):
     project: str | None = Field(None, pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     name: DnsLabel
-    block: DnsLabel
+    block: DnsLabel | None = None
     sub_blocks: list[DnsLabel] | None = None
     block_cubes: int | None = Field(None, ge=1, le=144)
 
@@ -237,7 +238,8 @@ class ReservationConfig(StrictModel):
         return value
 
     def path(self, project: str) -> str:
-        return f"projects/{self.project or project}/reservations/{self.name}/reservationBlocks/{self.block}"
+        reservation = f"projects/{self.project or project}/reservations/{self.name}"
+        return f"{reservation}/reservationBlocks/{self.block}" if self.block else reservation
 
     def pool_paths(self, project: str, pools: int) -> list[str]:
         """The reservation path each TPU pool binds to: a sub-block each, or the block."""
@@ -311,6 +313,16 @@ class Versions(StrictModel):
     vllm_image: Image = "docker.io/vllm/vllm-tpu:v0.26.0"
     routing_sidecar_image: Image = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
     endpoint_picker_image: Image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
+    # Saxml is frozen upstream: the tutorial's tags (gotcha 1: newer images change the default cell).
+    sax_admin_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
+    sax_model_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
+    sax_http_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"
+    jetstream_maxengine_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/maxengine-server:v0.2.2"
+    jetstream_http_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
+    jetstream_pathways_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
+    pathways_server_image: Image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.5.3"
+    pathways_proxy_image: Image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.5.3"
+    # Also runs the Saxml publish Job: standard library only.
     smoke_test_image: Image = (
         "python:3.12.13-slim@sha256:423ed6ab25b1921a477529254bfeeabf5855151dc2c3141699a1bfc852199fbf"
     )
@@ -422,6 +434,82 @@ class GatewayConfig(StrictModel):
     address_timeout_seconds: int = Field(1200, ge=60, le=7200)
 
 
+class SliceConfig(StrictModel):
+    """One multi-host TPU slice per node pool (Saxml and JetStream backends)."""
+
+    machine_type: str = "ct5lp-hightpu-4t"
+    topology: Shape = "4x8"
+
+    @model_validator(mode="after")
+    def _shape(self) -> SliceConfig:
+        try:
+            generation = topology.generation_of(self.machine_type)
+            shape = generation.allowed_shape(self.topology)
+            host = generation.host_machine(shape)
+        except topology.TopologyError as err:
+            raise ValueError(str(err)) from None
+        if host.name != self.machine_type:
+            raise ValueError(
+                f"topology {self.topology} runs on {host.name} VMs, not {self.machine_type}: "
+                f"set machineType {host.name!r} or pick a topology of {self.machine_type}"
+            )
+        return self
+
+    @property
+    def generation(self) -> Generation:
+        return topology.generation_of(self.machine_type)
+
+    @property
+    def shape(self) -> Topology:
+        return Topology.parse(self.topology)
+
+
+class HttpExposure(StrictModel):
+    """How a backend's HTTP service is reached: an internal load balancer unless told otherwise."""
+
+    type: Literal["internal", "external"] = "internal"
+    source_ranges: list[ipaddress.IPv4Network] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _restricted(self) -> HttpExposure:
+        if self.type == "external" and not self.source_ranges:
+            raise ValueError(
+                "an external service needs sourceRanges: the Saxml/JetStream HTTP APIs have no authentication"
+            )
+        if self.type == "external" and any(r.prefixlen == 0 for r in self.source_ranges):
+            raise ValueError("sourceRanges may not contain 0.0.0.0/0: that is the whole internet")
+        return self
+
+
+class SaxmlConfig(StrictModel):
+    model_key: str = Field("/sax/test/spmd", pattern=r"^/sax/[a-z0-9_-]+/[A-Za-z0-9_.-]+$")
+    model_path: str = Field("saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test", pattern=r"^[A-Za-z0-9_.]+$")
+    # "None" is Saxml's literal for a test model with random weights.
+    checkpoint: str = Field("None", pattern=r"^(None|gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/\S*)?)$")
+    publish_deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
+
+    @property
+    def cell(self) -> str:
+        return self.model_key.rsplit("/", 1)[0]
+
+
+class JetstreamConfig(StrictModel):
+    """MaxText engine settings; the checkpoint is serving.model.weightsBucket + path."""
+
+    maxtext_model: str = Field("llama2-70b", pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    tokenizer_path: str = Field("assets/tokenizer.llama2", min_length=1)
+    per_device_batch_size: int = Field(4, ge=1, le=1024)
+    max_prefill_predict_length: int = Field(1024, ge=16, le=131_072)
+    max_target_length: int = Field(2048, ge=32, le=262_144)
+    quantization: Literal["", "int8"] = ""
+
+    @model_validator(mode="after")
+    def _lengths(self) -> JetstreamConfig:
+        if self.max_prefill_predict_length >= self.max_target_length:
+            raise ValueError("maxPrefillPredictLength must be below maxTargetLength")
+        return self
+
+
 class ServingConfig(StrictModel):
     backend: Backend = Backend.VLLM_PD
     namespace: DnsLabel = "llm-d-pd-disaggregation"
@@ -431,6 +519,16 @@ class ServingConfig(StrictModel):
     vllm: VllmConfig = Field(default_factory=lambda: VllmConfig.model_validate({}))
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig.model_validate({}))
     smoke_test: SmokeTestConfig = Field(default_factory=lambda: SmokeTestConfig.model_validate({}))
+    slices: int = Field(2, ge=1, le=64)
+    slice: SliceConfig = Field(default_factory=lambda: SliceConfig.model_validate({}))
+    http: HttpExposure = Field(default_factory=lambda: HttpExposure.model_validate({}))
+    saxml: SaxmlConfig = Field(default_factory=lambda: SaxmlConfig.model_validate({}))
+    jetstream: JetstreamConfig = Field(default_factory=lambda: JetstreamConfig.model_validate({}))
+
+    @property
+    def dynamic_slicing(self) -> bool:
+        """The TPU7x cube platform (vllm-pd, or none); otherwise one pool per multi-host slice."""
+        return self.backend in (Backend.VLLM_PD, Backend.NONE)
 
 
 class StackConfig(StrictModel):
@@ -440,7 +538,7 @@ class StackConfig(StrictModel):
     project: str = Field(..., pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     network: NetworkConfig = Field(default_factory=lambda: NetworkConfig.model_validate({}))
     cluster: ClusterConfig = Field(default_factory=lambda: ClusterConfig.model_validate({}))
-    reservation: ReservationConfig
+    reservation: ReservationConfig | None = None
     tpu: TpuConfig = Field(default_factory=lambda: TpuConfig.model_validate({}))
     versions: Versions = Field(default_factory=lambda: Versions.model_validate({}))
     kueue: KueueConfig = Field(default_factory=lambda: KueueConfig.model_validate({}))
@@ -458,12 +556,20 @@ class StackConfig(StrictModel):
 
     @property
     def reservation_project(self) -> str:
-        return self.reservation.project or self.project
+        return (self.reservation.project if self.reservation else None) or self.project
+
+    def pool_paths(self) -> list[str | None]:
+        """The reservation each TPU pool consumes, or None for on-demand capacity."""
+        pools = self.tpu.cubes if self.serving.dynamic_slicing else self.serving.slices
+        if self.reservation is None:
+            return [None] * pools
+        return list(self.reservation.pool_paths(self.project, pools))
 
     @model_validator(mode="after")
     def _cross_field(self) -> StackConfig:
         # Each rule raises with the key, the bad value and what is allowed.
         self._check_region()
+        self._check_backend_platform()
         self._check_serving_model()
         self._check_names()
         self._check_sub_blocks()
@@ -478,16 +584,55 @@ class StackConfig(StrictModel):
                 f"region {self.region!r} does not contain zone {self.zone!r}; use {derived!r} or leave it out"
             )
 
+    def _check_backend_platform(self) -> None:
+        serving = self.serving
+        if serving.dynamic_slicing:
+            if self.reservation is None or self.reservation.block is None:
+                raise ValueError(
+                    "reservation.name and reservation.block are required: TPU7x dynamic slicing binds each cube "
+                    "to a reservation block (serving.backend saxml or jetstream may run on demand)"
+                )
+            return
+        backend = serving.backend.value
+        if "tpu" in self.model_fields_set:
+            raise ValueError(f"tpu applies to the TPU7x cube platform; serving.backend {backend!r} uses serving.slice")
+        if self.checks.subslicing.enabled or self.checks.superslicing.enabled:
+            raise ValueError(
+                f"checks.* prove TPU7x dynamic slicing and cannot run with serving.backend {backend!r}; disable them"
+            )
+        if self.reservation is not None and self.reservation.sub_blocks:
+            raise ValueError("reservation.subBlocks apply to TPU7x cubes only")
+        generation = serving.slice.generation
+        model = serving.model
+        needed = model.weights_bytes / (1.0 - model.kv_cache_headroom)
+        hbm = generation.hbm_bytes(serving.slice.shape)
+        if needed > hbm:
+            smallest = generation.smallest_shape_holding(int(needed))
+            allowed = (
+                f"the smallest {generation.name} topology that fits is {smallest}"
+                if smallest
+                else (f"no {generation.name} slice is large enough")
+            )
+            raise ValueError(
+                f"serving.slice.topology {serving.slice.topology} holds {hbm / topology.GIB:.0f} GiB HBM, but model "
+                f"{model.name!r} needs {model.weights_bytes / topology.GIB:.0f} GiB of weights plus "
+                f"{model.kv_cache_headroom:.0%} headroom = {needed / topology.GIB:.0f} GiB; {allowed}"
+            )
+
     def _check_serving_model(self) -> None:
         backend = self.serving.backend
-        if backend is not Backend.NONE and self.serving.model.weights_bucket is None:
+        needs_bucket = backend in (Backend.VLLM_PD, Backend.JETSTREAM) or (
+            backend is Backend.SAXML and self.serving.saxml.checkpoint != "None"
+        )
+        if needs_bucket and self.serving.model.weights_bucket is None:
             raise ValueError(
                 f"serving.model.weightsBucket is required for serving.backend {backend.value!r} "
                 "(the bucket that holds the weights), or set serving.backend to 'none'"
             )
 
     def _check_names(self) -> None:
-        for what, name, limit in self.names.limits(self.tpu.cubes):
+        pools = self.tpu.cubes if self.serving.dynamic_slicing else self.serving.slices
+        for what, name, limit in self.names.limits(pools):
             if len(name) > limit:
                 raise ValueError(
                     f"namePrefix {self.name_prefix!r} is too long: the {what} name {name!r} has {len(name)} "
@@ -495,6 +640,8 @@ class StackConfig(StrictModel):
                 )
 
     def _check_sub_blocks(self) -> None:
+        if self.reservation is None or not self.serving.dynamic_slicing:
+            return
         subs = self.reservation.sub_blocks
         if subs is not None and len(subs) != self.tpu.cubes:
             raise ValueError(
@@ -507,6 +654,8 @@ class StackConfig(StrictModel):
             )
 
     def _check_versions_for_features(self) -> None:
+        if not self.serving.dynamic_slicing:
+            return
         uses_subslices = self.checks.subslicing.enabled or self.serving.backend is Backend.VLLM_PD
         if uses_subslices and gke_version_key(self.cluster.version) < gke_version_key(SUBSLICING_MIN_GKE):
             raise ValueError(

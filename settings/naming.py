@@ -61,6 +61,14 @@ class Names:
     def workload_policy(self) -> str:
         return f"{self.prefix}-cube-policy"
 
+    @property
+    def sax_account(self) -> str:
+        return f"{self.prefix}-sax"
+
+    def sax_bucket(self, project: str) -> str:
+        # Bucket names are global: the project id keeps them unique across projects.
+        return f"{project}-{self.prefix}-sax"
+
     def tpu_pool(self, index: int) -> str:
         return f"{self.prefix}-tpu-{index}"
 
@@ -100,6 +108,7 @@ class Names:
             ("system node pool", self.system_pool, GKE_LIMIT),
             ("TPU node pool", self.tpu_pool(last_pool), GKE_LIMIT),
             ("node service account", self.node_service_account, SERVICE_ACCOUNT_LIMIT),
+            ("Saxml service account", self.sax_account, SERVICE_ACCOUNT_LIMIT),
             ("Kueue topology", self.kueue_topology, K8S_NAME_LIMIT),
             ("priority class", self.priority_class("medium", 2_000_000_000), K8S_NAME_LIMIT),
         ]

@@ -53,13 +53,19 @@ def registry() -> CrdRegistry:
     return CrdRegistry.load(ROOT, pins(Versions.model_validate({})))
 
 
+STACKS = ("saxml-v5e", "jetstream-v5e")
+
+
 def objects(variant: str) -> list[dict[str, Any]]:
-    raw, secrets = dev_raw()
-    result = engine.run(merged(VARIANTS[variant], raw), stack="dev", secret_keys=secrets)
+    if variant in STACKS:
+        result = engine.run_stack(variant)
+    else:
+        raw, secrets = dev_raw()
+        result = engine.run(merged(VARIANTS[variant], raw), stack="dev", secret_keys=secrets)
     return [obj for _, obj in manifests.objects(result, masked=False)]
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [*sorted(VARIANTS), *STACKS])
 def test_custom_resources_match_their_crds(registry: CrdRegistry, variant: str) -> None:
     custom = [o for o in objects(variant) if o["apiVersion"].split("/")[0] in CRD_GROUPS]
     assert custom, "expected custom resources"
@@ -67,7 +73,7 @@ def test_custom_resources_match_their_crds(registry: CrdRegistry, variant: str) 
     assert {k: v for k, v in problems.items() if v} == {}
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", [*sorted(VARIANTS), *STACKS])
 def test_core_objects_match_the_kubernetes_schema(variant: str) -> None:
     core = [o for o in objects(variant) if o["apiVersion"].split("/")[0] not in (*CRD_GROUPS, *GKE_GROUPS)]
     assert core, "expected core objects"
@@ -93,7 +99,7 @@ def test_gke_schema_catches_mistakes() -> None:
 
 
 def test_every_registered_kind_is_covered() -> None:
-    kinds = {(o["apiVersion"], o["kind"]) for variant in VARIANTS for o in objects(variant)}
+    kinds = {(o["apiVersion"], o["kind"]) for variant in (*VARIANTS, *STACKS) for o in objects(variant)}
     groups = {api.split("/")[0] for api, _ in kinds if "/" in api}
     checked = {*CRD_GROUPS, *GKE_GROUPS, "apps", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "batch"}
     unknown = groups - checked

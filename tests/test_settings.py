@@ -47,14 +47,14 @@ def test_region_may_be_given_when_it_matches() -> None:
 
 def test_reservation_paths_use_sub_blocks_or_the_block() -> None:
     config = config_with()
-    assert config.reservation.pool_paths(config.project, 2) == [
+    assert config.pool_paths() == [
         "projects/example-tpu-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0"
         f"/reservationSubBlocks/sub-block-{i}"
         for i in range(2)
     ]
     whole = config_with({"reservation": {"subBlocks": None, "project": "shared-resv"}})
     assert (
-        whole.reservation.pool_paths(whole.reservation_project, 2)
+        whole.pool_paths()
         == ["projects/shared-resv/reservations/example-tpu7x-reservation/reservationBlocks/block-0"] * 2
     )
 

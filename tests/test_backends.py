@@ -1,0 +1,225 @@
+"""The second backend family: Saxml on multi-host v5e slices, and JetStream, from the same program."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from plan import engine
+from plan.engine import PlanResult
+from settings.loader import ConfigError, load
+from workloads.saxml import PUBLISH_SCRIPT
+
+POOL = "gcp:container/nodePool:NodePool"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+
+
+@pytest.fixture(scope="module")
+def saxml() -> PlanResult:
+    return engine.run_stack("saxml-v5e")
+
+
+@pytest.fixture(scope="module")
+def jetstream() -> PlanResult:
+    return engine.run_stack("jetstream-v5e")
+
+
+def stack_config(stack: str, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    document = yaml.safe_load(engine.stack_file(stack).read_text())
+    for key, value in (overrides or {}).items():
+        document["config"][f"tpu-slicing:{key}"] = value
+    path = engine.ROOT / f"Pulumi.ci-{stack}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    try:
+        return engine.read_stack_config(path)
+    finally:
+        path.unlink()
+
+
+def run(stack: str, overrides: dict[str, Any]) -> PlanResult:
+    raw, secrets = stack_config(stack, overrides)
+    return engine.run(raw, stack=stack, secret_keys=secrets)
+
+
+def slice_pools(plan: PlanResult) -> list[Any]:
+    return sorted((p for p in plan.of_type(POOL) if p.name.startswith("cube-")), key=lambda p: p.name)
+
+
+@pytest.mark.parametrize("fixture", ["saxml", "jetstream"])
+def test_v5e_pools_are_one_slice_each(request: pytest.FixtureRequest, fixture: str) -> None:
+    plan: PlanResult = request.getfixturevalue(fixture)
+    pools = slice_pools(plan)
+    assert len(pools) == 2
+    for pool in pools:
+        assert pool.get("nodeConfig.machineType") == "ct5lp-hightpu-4t"
+        assert pool.get("nodeCount") == 8  # 4x8 = 32 chips / 4 per VM
+        assert pool.get("placementPolicy") == {"type": "COMPACT", "tpuTopology": "4x8"}
+        assert pool.get("nodeConfig.reservationAffinity") == {"consumeReservationType": "NO_RESERVATION"}
+    assert plan.of_type("gcp:compute/resourcePolicy:ResourcePolicy") == []
+    assert plan.outputs["totalChips"].value == 64
+
+
+@pytest.mark.parametrize("fixture", ["saxml", "jetstream"])
+def test_no_dynamic_slicing_objects(request: pytest.FixtureRequest, fixture: str) -> None:
+    plan: PlanResult = request.getfixturevalue(fixture)
+    kinds = {r.type for r in plan.resources}
+    assert not any("kueue.x-k8s.io" in k for k in kinds)
+    assert plan.of_type("kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration") == []
+    assert plan.of_type("kubernetes:inference.networking.k8s.io/v1:InferencePool") == []
+
+
+def test_reserved_slices_bind_the_reservation() -> None:
+    plan = run("saxml-v5e", {"reservation": {"name": "v5e-resv", "project": "resv-project"}})
+    for pool in slice_pools(plan):
+        assert pool.get("nodeConfig.reservationAffinity") == {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": ["projects/resv-project/reservations/v5e-resv"],
+        }
+
+
+def test_saxml_admin_state_bucket_and_bucket_scoped_roles(saxml: PlanResult) -> None:
+    bucket = saxml.one("gcp:storage/bucket:Bucket")
+    assert bucket.get("name") == "example-tpu-project-saxml-v5e-sax"
+    assert bucket.get("uniformBucketLevelAccess") is True
+    assert bucket.get("publicAccessPrevention") == "enforced"
+    assert bucket.get("location") == "us-west4"
+    members = saxml.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert [(m.get("role"), m.get("member")) for m in members] == [
+        ("roles/storage.objectAdmin", "serviceAccount:saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com")
+    ]
+    wi = saxml.one("gcp:serviceaccount/iAMMember:IAMMember")
+    assert wi.get("role") == "roles/iam.workloadIdentityUser"
+    assert wi.get("member") == "serviceAccount:example-tpu-project.svc.id.goog[sax/sax-sa]"
+    ksa = saxml.one("kubernetes:core/v1:ServiceAccount", "service-account")
+    assert ksa.get("metadata.annotations") == {
+        "iam.gke.io/gcp-service-account": "saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com"
+    }
+
+
+@pytest.mark.parametrize("fixture", ["saxml", "jetstream"])
+def test_no_project_level_storage_roles(request: pytest.FixtureRequest, fixture: str) -> None:
+    plan: PlanResult = request.getfixturevalue(fixture)
+    roles = [m.get("role") for m in plan.of_type("gcp:projects/iAMMember:IAMMember")]
+    assert roles == ["roles/container.defaultNodeServiceAccount"]
+
+
+def test_saxml_model_server_jobset(saxml: PlanResult) -> None:
+    body = saxml.one(JOBSET).inputs
+    assert (
+        body["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"]
+        == "cloud.google.com/gke-nodepool"
+    )
+    job = body["spec"]["replicatedJobs"][0]
+    assert job["replicas"] == 2
+    spec = job["template"]["spec"]
+    assert (spec["parallelism"], spec["completions"], spec["backoffLimit"]) == (8, 8, 0)
+    pod = spec["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "4x8",
+    }
+    container = pod["containers"][0]
+    assert container["image"] == "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.1.0"
+    assert "--sax_cell=/sax/test" in container["args"] and "--platform_chip=tpuv5e" in container["args"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"SAX_ROOT": "gs://example-tpu-project-saxml-v5e-sax/sax-root", "MEGASCALE_NUM_SLICES": ""}
+    assert container["resources"]["limits"] == {"google.com/tpu": "4"}
+    assert "securityContext" not in container  # no privileged pods on GKE >= 1.28.7
+    for pool in slice_pools(saxml):
+        assert saxml.depends_on(saxml.one(JOBSET), pool)
+    assert saxml.depends_on(saxml.one(JOBSET), saxml.one("kubernetes:helm.sh/v3:Release", "jobset"))
+
+
+def test_saxml_http_service_is_internal_by_default(saxml: PlanResult) -> None:
+    service = saxml.one("kubernetes:core/v1:Service", "http-service")
+    assert service.get("spec.type") == "LoadBalancer"
+    assert service.get("metadata.annotations") == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert service.get("spec.ports.0.port") == 8888
+    assert service.get("spec.loadBalancerSourceRanges") is None
+
+
+def test_external_http_needs_and_uses_source_ranges() -> None:
+    plan = run(
+        "saxml-v5e",
+        {"serving": {**_serving("saxml-v5e"), "http": {"type": "external", "sourceRanges": ["10.0.0.0/8"]}}},
+    )
+    service = plan.one("kubernetes:core/v1:Service", "http-service")
+    assert service.get("metadata.annotations") is None
+    assert service.get("spec.loadBalancerSourceRanges") == ["10.0.0.0/8"]
+    for ranges in ([], ["0.0.0.0/0"]):
+        raw, secrets = stack_config(
+            "saxml-v5e", {"serving": {**_serving("saxml-v5e"), "http": {"type": "external", "sourceRanges": ranges}}}
+        )
+        with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.http"):
+            load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+
+
+def _serving(stack: str) -> dict[str, Any]:
+    document = yaml.safe_load(engine.stack_file(stack).read_text())
+    return copy.deepcopy(document["config"]["tpu-slicing:serving"])
+
+
+def test_saxml_publish_job(saxml: PlanResult) -> None:
+    job = saxml.one("kubernetes:batch/v1:Job", "publish")
+    env = {e["name"]: e["value"] for e in job.get("spec.template.spec.containers.0.env")}
+    assert env == {
+        "SAX_HTTP_URL": "http://sax-http.sax.svc:8888",
+        "SAX_MODEL_KEY": "/sax/test/spmd",
+        "SAX_MODEL_PATH": "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test",
+        "SAX_CHECKPOINT": "None",
+        "SAX_REPLICAS": "2",
+        "SAX_PUBLISH_DEADLINE_SECONDS": "3600",
+    }
+    script = saxml.one("kubernetes:core/v1:ConfigMap", "publish-script")
+    assert script.get("data")["saxml_publish.py"] == PUBLISH_SCRIPT.read_text()
+    for dependency in (
+        saxml.one(JOBSET),
+        saxml.one("kubernetes:core/v1:Service", "http-service"),
+        saxml.one("kubernetes:apps/v1:Deployment", "admin-server"),
+    ):
+        assert saxml.depends_on(job, dependency)
+    assert saxml.outputs["modelKey"].value == "/sax/test/spmd"
+    assert "saxHttpAddress" in saxml.outputs
+
+
+def test_model_that_does_not_fit_names_the_minimum_topology() -> None:
+    serving = _serving("saxml-v5e")
+    serving["slice"]["topology"] = "4x4"
+    raw, secrets = stack_config("saxml-v5e", {"serving": serving})
+    with pytest.raises(ConfigError) as caught:
+        load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+    message = str(caught.value)
+    assert "serving.slice.topology 4x4 holds 256 GiB HBM" in message
+    assert "the smallest v5e topology that fits is 4x8" in message
+
+
+def test_dynamic_slicing_keys_are_refused_with_saxml() -> None:
+    raw, secrets = stack_config("saxml-v5e", {"checks": {"subslicing": {"enabled": True}}})
+    with pytest.raises(ConfigError, match="checks"):
+        load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+
+
+def test_switching_the_backend_changes_the_plan(saxml: PlanResult, jetstream: PlanResult) -> None:
+    serving = _serving("saxml-v5e")
+    serving["backend"] = "jetstream"
+    serving["model"]["weightsBucket"] = "example-weights"
+    switched = run("saxml-v5e", {"serving": serving})
+    assert switched.of_type(JOBSET) == [] and len(switched.of_type(LWS)) == 1
+    assert switched.of_type("gcp:storage/bucket:Bucket") == []
+    assert len(slice_pools(switched)) == len(slice_pools(saxml))
+    assert "jetstreamAddress" in switched.outputs and "saxHttpAddress" not in switched.outputs
+
+
+def test_plan_shows_the_backend_picture(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    from plan.__main__ import main
+
+    assert main(["--stack", "saxml-v5e", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 slice(s) of 4x8 v5e: 16 VMs, 64 chips, 64 JAX devices, 1024 GiB HBM" in out
+    assert "on-demand capacity" in out
+    assert "backend saxml" in out

@@ -1,0 +1,473 @@
+"""JetStream (MaxText engine) serving on whole TPU slices, one slice per replica.
+
+Two shapes, chosen by how many VMs the slice has (reference saxml-jetstream.md §5.3):
+
+- one VM: a Deployment whose pods run the MaxText engine server (gRPC 9000) and
+  the `jetstream-http` sidecar (8000), each pod taking every chip of its host;
+- several VMs: a LeaderWorkerSet, one group per slice. Pathways gives a single
+  JAX controller (the leader's `jax-tpu` container) all chips of the slice: the
+  leader also runs the Pathways resource manager and proxy, and each worker runs
+  a Pathways server on one TPU VM.
+
+The model is fixed by container arguments, so serving is fully declarative: no
+publish step. A LoadBalancer Service in front of the serving pods (Deployment
+pods or LWS leaders, never Pathways workers) carries HTTP and gRPC.
+
+The `*_body` functions build whole Kubernetes objects as plain dicts, with no
+Pulumi in them, so tests check exactly what is applied. The typed ServiceAccount,
+Deployment and Service resources take those dicts' metadata and spec as they are
+(the SDK passes camelCase keys through unchanged), which keeps pulumi-kubernetes'
+await logic: `pulumi up` waits for the load balancer's address. The
+LeaderWorkerSet is registered whole through KubernetesObject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes.apps import v1 as apps
+from pulumi_kubernetes.core import v1 as core
+
+from infra.topology import Generation, Topology
+from k8s.kubernetes_object import KubernetesObject
+from k8s.provider import COMMON_LABELS
+from workloads.model_access import workload_principal
+
+APP = "jetstream"
+SERVICE_ACCOUNT = "jetstream"
+SERVICE_NAME = "jetstream-svc"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+
+NAME_LABEL = "app.kubernetes.io/name"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Pods that answer on 8000/9000: the Deployment's pods or the LWS leaders. Pathways
+# workers get another component, so the Service never sends requests to them.
+SERVER_COMPONENT = "server"
+WORKER_COMPONENT = "pathways-worker"
+
+HTTP_PORT = 8000
+GRPC_PORT = 9000
+PROMETHEUS_PORT = 9100
+PATHWAYS_RM_PORT = 38677
+PATHWAYS_WORKER_PORT = 38679
+PATHWAYS_PROXY_PORT = 38681
+
+TPU_RESOURCE = "google.com/tpu"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+# Pathways names a slice `<type>:<topology>`; keyed by the GKE accelerator label.
+PATHWAYS_TPU_TYPES = {
+    "tpu-v5-lite-podslice": "tpuv5e",
+    "tpu-v6e-slice": "tpuv6e",
+    "tpu-v5p-slice": "tpuv5p",
+}
+
+# The jetstream-pathways image takes the MaxText config file as its first argument;
+# the maxengine-server image's entrypoint already passes it.
+MAXTEXT_BASE_CONFIG = "MaxText/configs/base.yml"
+
+# Restoring a checkpoint from GCS and compiling takes minutes (single host) to
+# tens of minutes (a Pathways slice): the startup probe allows 30 min and 1 h.
+STARTUP_PERIOD_SECONDS = 30
+SINGLE_HOST_STARTUP_FAILURES = 60
+MULTI_HOST_STARTUP_FAILURES = 120
+# A restart reloads the whole model (and recreates the whole LWS group), so only
+# a server that stays unhealthy for ten minutes is restarted.
+LIVENESS_PERIOD_SECONDS = 60
+LIVENESS_FAILURES = 10
+
+READ_ROLES = ("roles/storage.objectViewer",)
+# The Pathways resource manager and workers write compilation and transfer scratch
+# data under gs://<bucket>/pathways-scratch, so multi-host also needs object writes.
+PATHWAYS_ROLES = (*READ_ROLES, "roles/storage.objectUser")
+
+IMAGE_KEYS = ("maxengine", "http", "pathways", "pathways_server", "pathways_proxy")
+EXPOSURES = ("internal", "external")
+QUANTIZATIONS = ("", "int8")
+
+
+@dataclass(frozen=True)
+class JetstreamArgs:
+    provider: kubernetes.Provider
+    project: str
+    namespace: str
+    generation: Generation
+    topology: str  # slice shape, e.g. "2x4" (one v5e 8-chip VM) or "4x8" (eight 4-chip VMs)
+    slices: int  # replicas: each one a whole slice
+    bucket: str  # weights bucket
+    checkpoint_path: str  # object path of the MaxText unscanned checkpoint items inside the bucket
+    maxtext_model: str
+    tokenizer_path: str
+    per_device_batch_size: int
+    max_prefill_predict_length: int
+    max_target_length: int
+    quantization: str  # "" or "int8"
+    images: Mapping[str, str]  # keys: IMAGE_KEYS
+    exposure: str  # "internal" or "external"
+    source_ranges: Sequence[str]  # CIDRs allowed to reach an external load balancer
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def slice_shape(args: JetstreamArgs) -> Topology:
+    return args.generation.allowed_shape(args.topology)
+
+
+def is_multi_host(args: JetstreamArgs) -> bool:
+    return args.generation.vms(slice_shape(args)) > 1
+
+
+def server_labels() -> dict[str, str]:
+    """The labels the Service selects: serving pods only."""
+    return {NAME_LABEL: APP, COMPONENT_LABEL: SERVER_COMPONENT}
+
+
+def worker_labels() -> dict[str, str]:
+    return {NAME_LABEL: APP, COMPONENT_LABEL: WORKER_COMPONENT}
+
+
+def bucket_roles(args: JetstreamArgs) -> tuple[str, ...]:
+    return PATHWAYS_ROLES if is_multi_host(args) else READ_ROLES
+
+
+def checkpoint_uri(args: JetstreamArgs) -> str:
+    return f"gs://{args.bucket}/{args.checkpoint_path.strip('/')}"
+
+
+def pathways_scratch(args: JetstreamArgs) -> str:
+    return f"gs://{args.bucket}/pathways-scratch"
+
+
+def pathways_instance_type(args: JetstreamArgs) -> str:
+    """The resource manager's `--instance_type`, e.g. `tpuv6e:4x4`."""
+    label = args.generation.accelerator_label
+    if label not in PATHWAYS_TPU_TYPES:
+        known = ", ".join(sorted(PATHWAYS_TPU_TYPES))
+        raise ValueError(f"no Pathways TPU type is known for {args.generation.name} ({label}); known: {known}")
+    return f"{PATHWAYS_TPU_TYPES[label]}:{slice_shape(args)}"
+
+
+def _image(args: JetstreamArgs, key: str) -> str:
+    if key not in args.images:
+        raise ValueError(f"JetStream images need the key {key!r}; expected keys: {', '.join(IMAGE_KEYS)}")
+    return args.images[key]
+
+
+def maxtext_args(args: JetstreamArgs) -> list[str]:
+    """MaxText engine flags (reference §5.3a), plus the single-controller ones on a Pathways slice."""
+    if args.quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization must be one of {QUANTIZATIONS}, not {args.quantization!r}")
+    multi_host = is_multi_host(args)
+    # One controller sees every device of the slice through Pathways: shard the
+    # model across all of them. On one host, autoregressive parallelism (-1) takes them.
+    tensor = args.generation.devices(slice_shape(args)) if multi_host else 1
+    flags = [
+        f"model_name={args.maxtext_model}",
+        f"tokenizer_path={args.tokenizer_path}",
+        f"per_device_batch_size={args.per_device_batch_size}",
+        f"max_prefill_predict_length={args.max_prefill_predict_length}",
+        f"max_target_length={args.max_target_length}",
+        "async_checkpointing=false",
+        "ici_fsdp_parallelism=1",
+        "ici_autoregressive_parallelism=-1",
+        f"ici_tensor_parallelism={tensor}",
+        "scan_layers=false",
+        "weight_dtype=bfloat16",
+        f"load_parameters_path={checkpoint_uri(args)}",
+        "attention=dot_product",
+        f"prometheus_port={PROMETHEUS_PORT}",
+    ]
+    if args.quantization:
+        flags.append(f"quantization={args.quantization}")
+    if multi_host:
+        return [MAXTEXT_BASE_CONFIG, *flags, "enable_single_controller=true"]
+    return flags
+
+
+def _healthcheck(period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": "/healthcheck", "port": HTTP_PORT},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+    }
+
+
+def http_container(args: JetstreamArgs, startup_failures: int) -> dict[str, Any]:
+    """The HTTP front (`POST /generate`); it dials the engine on 127.0.0.1:9000, so it shares the pod."""
+    return {
+        "name": "jetstream-http",
+        "image": _image(args, "http"),
+        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
+        # /healthcheck answers 500 until the engine behind it is live.
+        "startupProbe": _healthcheck(STARTUP_PERIOD_SECONDS, startup_failures),
+        "readinessProbe": _healthcheck(10, 3),
+        "livenessProbe": _healthcheck(LIVENESS_PERIOD_SECONDS, LIVENESS_FAILURES),
+    }
+
+
+def _engine_ports() -> list[dict[str, Any]]:
+    return [
+        {"name": "grpc", "containerPort": GRPC_PORT},
+        {"name": "metrics", "containerPort": PROMETHEUS_PORT},
+    ]
+
+
+def _tpus(chips: int) -> dict[str, Any]:
+    return {"requests": {TPU_RESOURCE: str(chips)}, "limits": {TPU_RESOURCE: str(chips)}}
+
+
+def _tpu_pod_spec(args: JetstreamArgs, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod on the slice's node pool; pods that request no TPU (LWS leaders) need the toleration."""
+    return {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "nodeSelector": {ACCELERATOR_LABEL: args.generation.accelerator_label, TOPOLOGY_LABEL: args.topology},
+        "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": containers,
+    }
+
+
+def _metadata(args: JetstreamArgs, name: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": args.namespace,
+        "labels": {**COMMON_LABELS, NAME_LABEL: APP},
+    }
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
+def service_account_body(args: JetstreamArgs) -> dict[str, Any]:
+    """The Workload Identity principal of every JetStream pod (no Google service account)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(args, SERVICE_ACCOUNT)}
+
+
+def deployment_body(args: JetstreamArgs) -> dict[str, Any]:
+    """Single-host serving (reference §5.3a): one pod per slice, holding every chip of its VM."""
+    shape = slice_shape(args)
+    if args.generation.vms(shape) != 1:
+        raise ValueError(f"{args.generation.name} {shape} spans several VMs: serve it with lws_body")
+    chips = args.generation.host_machine(shape).chips_per_vm
+    engine = {
+        "name": "maxengine-server",
+        "image": _image(args, "maxengine"),
+        "args": maxtext_args(args),
+        "ports": _engine_ports(),
+        "resources": _tpus(chips),
+    }
+    labels = server_labels()
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        # Loading weights can outlast pulumi's Deployment await; the probes gate traffic.
+        "metadata": _metadata(args, APP, {SKIP_AWAIT: "true"}),
+        "spec": {
+            "replicas": args.slices,
+            "selector": {"matchLabels": labels},
+            # Every pod fills a whole TPU host: a surge pod would wait for a host that
+            # does not exist, so roll by replacing one replica at a time.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": _tpu_pod_spec(args, [engine, http_container(args, SINGLE_HOST_STARTUP_FAILURES)]),
+            },
+        },
+    }
+
+
+def _leader_containers(args: JetstreamArgs) -> list[dict[str, Any]]:
+    resource_manager = f"$(LWS_LEADER_ADDRESS):{PATHWAYS_RM_PORT}"
+    return [
+        {
+            "name": "pathways-proxy",
+            "image": _image(args, "pathways_proxy"),
+            # The proxy hands JAX programs from the `jax-tpu` controller to the resource manager.
+            "args": [
+                f"--resource_manager_address={resource_manager}",
+                f"--server_port={PATHWAYS_PROXY_PORT}",
+                f"--gcs_scratch_location={pathways_scratch(args)}",
+            ],
+            "ports": [{"name": "pw-proxy", "containerPort": PATHWAYS_PROXY_PORT}],
+        },
+        {
+            "name": "pathways-rm",
+            "image": _image(args, "pathways_server"),
+            "args": [
+                f"--server_port={PATHWAYS_RM_PORT}",
+                f"--gcs_scratch_location={pathways_scratch(args)}",
+                "--node_type=resource_manager",
+                "--instance_count=1",  # one slice per LWS group
+                f"--instance_type={pathways_instance_type(args)}",
+            ],
+            "env": [
+                {"name": "HOST_ADDRESS", "value": "$(LWS_LEADER_ADDRESS)"},
+                # The resource manager drives no chips itself: skip the TPU metadata-server query.
+                {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
+            ],
+            "ports": [{"name": "pw-rm", "containerPort": PATHWAYS_RM_PORT}],
+        },
+        {
+            "name": "jax-tpu",
+            "image": _image(args, "pathways"),
+            "args": maxtext_args(args),
+            "ports": _engine_ports(),
+        },
+        http_container(args, MULTI_HOST_STARTUP_FAILURES),
+    ]
+
+
+def _worker_container(args: JetstreamArgs, chips: int) -> dict[str, Any]:
+    return {
+        "name": "pathways-worker",
+        "image": _image(args, "pathways_server"),
+        "args": [
+            f"--server_port={PATHWAYS_WORKER_PORT}",
+            f"--resource_manager_address=$(LWS_LEADER_ADDRESS):{PATHWAYS_RM_PORT}",
+            f"--gcs_scratch_location={pathways_scratch(args)}",
+        ],
+        "ports": [{"name": "pw-worker", "containerPort": PATHWAYS_WORKER_PORT}],
+        "resources": _tpus(chips),
+    }
+
+
+def lws_body(args: JetstreamArgs) -> dict[str, Any]:
+    """Multi-host serving (reference §5.3c): one LWS group per slice, a leader plus one worker per VM."""
+    shape = slice_shape(args)
+    vms = args.generation.vms(shape)
+    if vms == 1:
+        raise ValueError(f"{args.generation.name} {shape} is a single VM: serve it with deployment_body")
+    chips = args.generation.host_machine(shape).chips_per_vm
+    annotations = {
+        # One group per node pool, that is per slice, and no two groups in one slice.
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool",
+        # Loading takes tens of minutes and an LWS has no await logic: the probes gate traffic.
+        SKIP_AWAIT: "true",
+    }
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(args, APP, annotations),
+        "spec": {
+            "replicas": args.slices,
+            "leaderWorkerTemplate": {
+                # The leader (controller, resource manager, proxy) shares a VM with one worker.
+                "size": vms + 1,
+                # A restarted Pathways server loses the slice's state: restart the group together.
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {
+                    "metadata": {"labels": server_labels()},
+                    "spec": _tpu_pod_spec(args, _leader_containers(args)),
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": worker_labels()},
+                    "spec": _tpu_pod_spec(args, [_worker_container(args, chips)]),
+                },
+            },
+        },
+    }
+
+
+def service_body(args: JetstreamArgs) -> dict[str, Any]:
+    """A LoadBalancer on the serving pods: internal to the VPC, or external limited to `source_ranges`."""
+    if args.exposure not in EXPOSURES:
+        raise ValueError(f"exposure must be one of {EXPOSURES}, not {args.exposure!r}")
+    internal = args.exposure == "internal"
+    if not internal and not args.source_ranges:
+        # The HTTP sidecar has no authentication: never open it to the whole internet.
+        raise ValueError("an external JetStream load balancer needs source_ranges")
+    spec: dict[str, Any] = {
+        "type": "LoadBalancer",
+        "selector": server_labels(),
+        "ports": [
+            {"name": "jetstream-http", "port": HTTP_PORT, "targetPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "jetstream-grpc", "port": GRPC_PORT, "targetPort": GRPC_PORT, "protocol": "TCP"},
+        ],
+    }
+    if not internal:
+        spec["loadBalancerSourceRanges"] = list(args.source_ranges)
+    annotations = {INTERNAL_LB_ANNOTATION: "Internal"} if internal else None
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(args, SERVICE_NAME, annotations), "spec": spec}
+
+
+def ingress_ip(status: Any) -> str:
+    """`status.loadBalancer.ingress[0].ip` of a typed Service status.
+
+    pulumi-kubernetes waits for a LoadBalancer Service's ingress before it reports
+    the status, so this is empty only where no cloud ran (the offline plan's mocks).
+    """
+    load_balancer = getattr(status, "load_balancer", None)
+    ingress = getattr(load_balancer, "ingress", None) or []
+    return str(getattr(ingress[0], "ip", None) or "") if ingress else ""
+
+
+def _service_name(metadata: Any) -> str:
+    return str(getattr(metadata, "name", None) or SERVICE_NAME)
+
+
+class Jetstream(pulumi.ComponentResource):
+    service_account: core.ServiceAccount
+    members: list[gcp.storage.BucketIAMMember]
+    server: apps.Deployment | KubernetesObject
+    service: core.Service
+    address: pulumi.Output[str]
+    service_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: JetstreamArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:workloads:Jetstream", name, None, opts)
+        multi_host = is_multi_host(args)
+        namespace = core.Namespace(
+            f"{name}-namespace",
+            metadata={"name": args.namespace, "labels": dict(COMMON_LABELS)},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
+        depends = [*args.depends_on, namespace]
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends)
+
+        account = service_account_body(args)
+        self.service_account = core.ServiceAccount(f"{name}-service-account", metadata=account["metadata"], opts=child)
+        # Workload Identity principals name the project by number; look it up.
+        number = gcp.organizations.get_project_output(project_id=args.project).number
+        principal = number.apply(
+            lambda value: workload_principal(str(value), args.project, args.namespace, SERVICE_ACCOUNT)
+        )
+        # Bound on the weights bucket only: no project-wide storage access.
+        self.members = [
+            gcp.storage.BucketIAMMember(
+                f"{name}-{role.split('.')[-1]}",
+                gcp.storage.BucketIAMMemberArgs(bucket=args.bucket, role=role, member=principal),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+            )
+            for role in bucket_roles(args)
+        ]
+
+        # Pods start only once their identity can read the checkpoint.
+        workload = pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=[*depends, self.service_account, *self.members]
+        )
+        if multi_host:
+            self.server = KubernetesObject(f"{name}-lws", lws_body(args), workload)
+        else:
+            deployment = deployment_body(args)
+            self.server = apps.Deployment(
+                f"{name}-deployment", metadata=deployment["metadata"], spec=deployment["spec"], opts=workload
+            )
+
+        service = service_body(args)
+        self.service = core.Service(f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child)
+        self.address = self.service.status.apply(ingress_ip)
+        self.service_name = self.service.metadata.apply(_service_name)
+        self.register_outputs(
+            {
+                "address": self.address,
+                "serviceName": self.service_name,
+                "kind": "LeaderWorkerSet" if multi_host else "Deployment",
+                "principal": principal,
+            }
+        )

@@ -1,0 +1,361 @@
+"""Saxml on multi-host TPU slices (the GKE tutorial's design), with its security gaps closed.
+
+Admin server and HTTP server on CPU nodes, one model-server Job per TPU slice in
+a JobSet, the Sax admin state in a bucket of this stack, and publishing the
+model as an in-cluster Job that `pulumi up` waits for. Unlike the tutorial:
+bucket-scoped roles instead of project-wide storage.admin, an internal load
+balancer by default, unprivileged pods and pinned images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes.apps import v1 as apps
+from pulumi_kubernetes.batch import v1 as batch
+from pulumi_kubernetes.core import v1 as core
+from pulumi_kubernetes.meta import v1 as meta
+
+from infra.topology import Generation, Topology
+from k8s.kubernetes_object import KubernetesObject
+from k8s.provider import COMMON_LABELS
+from workloads.jetstream import ingress_ip
+
+PUBLISH_SCRIPT = Path(__file__).resolve().parent / "saxml_publish.py"
+KSA = "sax-sa"
+HTTP_PORT = 8888
+ADMIN_PORT = 10000
+MODEL_PORT = 10001
+INTERNAL_LB = {"networking.gke.io/load-balancer-type": "Internal"}
+# Saxml's --platform_chip strings (model_service_main.py); v6e has none.
+PLATFORM_CHIP = {"tpu-v5-lite-podslice": "tpuv5e", "tpu-v5p-slice": "tpuv4"}
+
+
+@dataclass(frozen=True)
+class SaxmlArgs:
+    provider: kubernetes.Provider
+    project: str
+    region: str
+    namespace: str
+    bucket_name: str
+    google_account_id: str
+    generation: Generation
+    topology: str
+    slices: int
+    cell: str
+    model_key: str
+    model_path: str
+    checkpoint: str
+    weights_bucket: str | None
+    publish_deadline_seconds: int
+    images: Mapping[str, str]  # admin, model, http, publish
+    exposure: str
+    source_ranges: Sequence[str]
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def _labels(app: str) -> dict[str, str]:
+    return {**COMMON_LABELS, "app": app}
+
+
+def sax_root(bucket: str) -> str:
+    return f"gs://{bucket}/sax-root"
+
+
+def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
+    shape = Topology.parse(args.topology)
+    pods = args.generation.vms(shape)
+    chips = args.generation.host_machine(shape).chips_per_vm
+    chip = PLATFORM_CHIP.get(args.generation.accelerator_label, "tpuv5e")
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "sax-model-server-set",
+            "namespace": args.namespace,
+            "labels": _labels("sax-model-server"),
+            "annotations": {
+                # One child Job per node pool, i.e. per slice, and no sharing.
+                "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool",
+                # The publish Job, not the JobSet await, proves the servers work.
+                "pulumi.com/skipAwait": "true",
+            },
+        },
+        "spec": {
+            "failurePolicy": {"maxRestarts": 4},
+            "replicatedJobs": [
+                {
+                    "name": "sax-model-server",
+                    "replicas": args.slices,
+                    "template": {
+                        "spec": {
+                            "parallelism": pods,
+                            "completions": pods,
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {"labels": _labels("sax-model-server")},
+                                "spec": {
+                                    "serviceAccountName": KSA,
+                                    # Each pod owns a whole VM; host networking is what the
+                                    # multi-host TPU runtime and the tutorial use.
+                                    "hostNetwork": True,
+                                    "dnsPolicy": "ClusterFirstWithHostNet",
+                                    "nodeSelector": {
+                                        "cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label,
+                                        "cloud.google.com/gke-tpu-topology": args.topology,
+                                    },
+                                    "tolerations": [
+                                        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+                                    ],
+                                    "containers": [
+                                        {
+                                            "name": "sax-model-server",
+                                            "image": args.images["model"],
+                                            "args": [
+                                                f"--port={MODEL_PORT}",
+                                                f"--sax_cell={args.cell}",
+                                                f"--platform_chip={chip}",
+                                                f"--platform_topology={args.topology}",
+                                            ],
+                                            "ports": [{"containerPort": MODEL_PORT}, {"containerPort": 8471}],
+                                            "env": [
+                                                {"name": "SAX_ROOT", "value": sax_root(args.bucket_name)},
+                                                # Each replicated Job is its own slice, not one Multislice job.
+                                                {"name": "MEGASCALE_NUM_SLICES", "value": ""},
+                                            ],
+                                            "resources": {
+                                                "requests": {"google.com/tpu": str(chips)},
+                                                "limits": {"google.com/tpu": str(chips)},
+                                            },
+                                        }
+                                    ],
+                                },
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+class Saxml(pulumi.ComponentResource):
+    bucket: gcp.storage.Bucket
+    http_service: core.Service
+    address: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SaxmlArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:workloads:Saxml", name, None, opts)
+        gcp_child = pulumi.ResourceOptions(parent=self)
+        self.bucket = gcp.storage.Bucket(
+            "admin-bucket",
+            gcp.storage.BucketArgs(
+                name=args.bucket_name,
+                project=args.project,
+                location=args.region,
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                force_destroy=False,
+            ),
+            opts=gcp_child,
+        )
+        account = gcp.serviceaccount.Account(
+            "google-account",
+            gcp.serviceaccount.AccountArgs(
+                account_id=args.google_account_id,
+                project=args.project,
+                display_name="Saxml admin, model and HTTP servers",
+            ),
+            opts=gcp_child,
+        )
+        grants = [
+            gcp.storage.BucketIAMMember(
+                "admin-bucket-object-admin",
+                gcp.storage.BucketIAMMemberArgs(
+                    bucket=self.bucket.name, role="roles/storage.objectAdmin", member=account.member
+                ),
+                opts=gcp_child,
+            )
+        ]
+        if args.weights_bucket:
+            grants.append(
+                gcp.storage.BucketIAMMember(
+                    "weights-object-viewer",
+                    gcp.storage.BucketIAMMemberArgs(
+                        bucket=args.weights_bucket, role="roles/storage.objectViewer", member=account.member
+                    ),
+                    opts=gcp_child,
+                )
+            )
+        grants.append(
+            gcp.serviceaccount.IAMMember(
+                "workload-identity",
+                gcp.serviceaccount.IAMMemberArgs(
+                    service_account_id=account.name,
+                    role="roles/iam.workloadIdentityUser",
+                    member=f"serviceAccount:{args.project}.svc.id.goog[{args.namespace}/{KSA}]",
+                ),
+                opts=gcp_child,
+            )
+        )
+        k8s_first = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        namespace = core.Namespace(
+            "namespace", metadata=meta.ObjectMetaArgs(name=args.namespace, labels=dict(COMMON_LABELS)), opts=k8s_first
+        )
+        ksa = core.ServiceAccount(
+            "service-account",
+            metadata=meta.ObjectMetaArgs(
+                name=KSA,
+                namespace=args.namespace,
+                labels=dict(COMMON_LABELS),
+                annotations={"iam.gke.io/gcp-service-account": account.email},
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
+        )
+        ready = [*args.depends_on, namespace, ksa, *grants, self.bucket]
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=ready)
+        admin = self._deployment(
+            "admin-server",
+            "sax-admin-server",
+            core.ContainerArgs(
+                name="sax-admin-server",
+                image=args.images["admin"],
+                ports=[core.ContainerPortArgs(container_port=ADMIN_PORT)],
+                env=[
+                    core.EnvVarArgs(name="GSBUCKET", value=self.bucket.name),
+                    # Set explicitly: newer images default to another cell (gotcha 1).
+                    core.EnvVarArgs(name="SAX_CELL", value=args.cell),
+                ],
+                resources=core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
+            ),
+            args,
+            child,
+        )
+        model_servers = KubernetesObject(
+            "model-server-set",
+            model_server_body(args),
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[*ready, admin],
+                # JobSet specs are immutable: a change is a new JobSet.
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
+        )
+        http = self._deployment(
+            "http-server",
+            "sax-http",
+            core.ContainerArgs(
+                name="sax-http",
+                image=args.images["http"],
+                ports=[core.ContainerPortArgs(container_port=HTTP_PORT)],
+                env=[core.EnvVarArgs(name="SAX_ROOT", value=sax_root(args.bucket_name))],
+                readiness_probe=core.ProbeArgs(tcp_socket=core.TCPSocketActionArgs(port=HTTP_PORT), period_seconds=10),
+                resources=core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
+            ),
+            args,
+            child,
+        )
+        self.http_service = core.Service(
+            "http-service",
+            metadata=meta.ObjectMetaArgs(
+                name="sax-http",
+                namespace=args.namespace,
+                labels=_labels("sax-http"),
+                annotations=INTERNAL_LB if args.exposure == "internal" else None,
+            ),
+            spec=core.ServiceSpecArgs(
+                type="LoadBalancer",
+                selector={"app": "sax-http"},
+                ports=[core.ServicePortArgs(name="http", port=HTTP_PORT, target_port=HTTP_PORT, protocol="TCP")],
+                load_balancer_source_ranges=list(args.source_ranges) if args.exposure == "external" else None,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*ready, http]),
+        )
+        self.address = self.http_service.status.apply(ingress_ip)
+        self._publish_job(args, [admin, model_servers, http, self.http_service], ready)
+        self.register_outputs({"address": self.address, "modelKey": args.model_key})
+
+    def _deployment(
+        self, logical: str, app: str, container: core.ContainerArgs, args: SaxmlArgs, opts: pulumi.ResourceOptions
+    ) -> apps.Deployment:
+        return apps.Deployment(
+            logical,
+            metadata=meta.ObjectMetaArgs(name=app, namespace=args.namespace, labels=_labels(app)),
+            spec=apps.DeploymentSpecArgs(
+                replicas=1,
+                selector=meta.LabelSelectorArgs(match_labels={"app": app}),
+                template=core.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=_labels(app)),
+                    spec=core.PodSpecArgs(service_account_name=KSA, containers=[container]),
+                ),
+            ),
+            opts=opts,
+        )
+
+    def _publish_job(self, args: SaxmlArgs, servers: list[pulumi.Resource], ready: list[pulumi.Resource]) -> None:
+        script = core.ConfigMap(
+            "publish-script",
+            metadata=meta.ObjectMetaArgs(name="sax-publish", namespace=args.namespace, labels=_labels("sax-publish")),
+            data={"saxml_publish.py": PUBLISH_SCRIPT.read_text()},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=ready),
+        )
+        env = {
+            "SAX_HTTP_URL": f"http://sax-http.{args.namespace}.svc:{HTTP_PORT}",
+            "SAX_MODEL_KEY": args.model_key,
+            "SAX_MODEL_PATH": args.model_path,
+            "SAX_CHECKPOINT": args.checkpoint,
+            "SAX_REPLICAS": str(args.slices),
+            "SAX_PUBLISH_DEADLINE_SECONDS": str(args.publish_deadline_seconds),
+        }
+        batch.Job(
+            "publish",
+            metadata=meta.ObjectMetaArgs(name="sax-publish", namespace=args.namespace, labels=_labels("sax-publish")),
+            spec=batch.JobSpecArgs(
+                backoff_limit=0,
+                active_deadline_seconds=args.publish_deadline_seconds + 300,
+                template=core.PodTemplateSpecArgs(
+                    metadata=meta.ObjectMetaArgs(labels=_labels("sax-publish")),
+                    spec=core.PodSpecArgs(
+                        restart_policy="Never",
+                        security_context=core.PodSecurityContextArgs(run_as_non_root=True, run_as_user=65534),
+                        containers=[
+                            core.ContainerArgs(
+                                name="publish",
+                                image=args.images["publish"],
+                                command=["python3", "/opt/sax-publish/saxml_publish.py"],
+                                env=[core.EnvVarArgs(name=k, value=v) for k, v in env.items()],
+                                security_context=core.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    read_only_root_filesystem=True,
+                                    capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                                volume_mounts=[
+                                    core.VolumeMountArgs(name="script", mount_path="/opt/sax-publish", read_only=True)
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            core.VolumeArgs(
+                                name="script", config_map=core.ConfigMapVolumeSourceArgs(name="sax-publish")
+                            )
+                        ],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[*servers, script],
+                replace_on_changes=["*"],
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(create=f"{args.publish_deadline_seconds // 60 + 10}m"),
+            ),
+        )
