@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan preview test lint unit bench lock clean
+.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,24 @@ plan: $(VENV)/.runtime
 ## preview: the same for a brand-new stack, with cloud-computed values unknown
 preview: $(VENV)/.runtime
 	$(PY) -m plan --stack $(STACK) --preview
+
+## diff: Markdown diff of stack $(STACK) between $(BASE) (default origin/main) and the working tree
+BASE ?= origin/main
+diff: $(VENV)/.runtime
+	$(PY) -m plan diff --stack $(STACK) --base $(BASE)
+
+## graph: print the stack's dependency picture as Mermaid text
+graph: $(VENV)/.runtime
+	$(PY) -m plan graph --stack $(STACK)
+
+## docs: regenerate docs/dev-graph.mmd (and the SVG when Graphviz is installed)
+docs: $(VENV)/.runtime
+	$(PY) -m plan graph --stack dev --mermaid docs/dev-graph.mmd --dot build/dev-graph.dot
+	-$(PY) -m plan graph --stack dev --image docs/dev-graph.svg
+
+## stacks: check reservation claims and names across every Pulumi.<stack>.yaml
+stacks: $(VENV)/.runtime
+	$(PY) -m plan stacks
 
 ## test: lint, type-check and run the whole test suite
 test: lint unit

@@ -313,7 +313,8 @@ if serving.backend is Backend.SAXML:
             },
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
-            depends_on=[tpu_pools, controllers.releases["jobset"]],
+            depends_on=[controllers.releases["jobset"]],
+            tpu_pools=[tpu_pools],
         ),
     )
     pulumi.export("saxHttpAddress", saxml.address)
@@ -347,7 +348,8 @@ if serving.backend is Backend.JETSTREAM:
             },
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
-            depends_on=[tpu_pools, *controllers.releases.values()],
+            depends_on=list(controllers.releases.values()),
+            tpu_pools=[tpu_pools],
         ),
     )
     pulumi.export("jetstreamAddress", jetstream.address)

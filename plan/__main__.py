@@ -1,22 +1,50 @@
-"""Offline plan: `python -m plan --stack dev` prints what the stack would create.
+"""Offline plan: what a stack would create, without a Pulumi CLI or cloud credentials.
 
-Needs no Pulumi CLI and no cloud credentials: it runs this program under the
-Pulumi SDK's mock runtime with the stack file's configuration.
+    python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE]
+    python -m plan diff [--stack dev] --base REV [--head REV]    (or: diff OLD.json NEW.json)
+    python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg]
+    python -m plan stacks
+
+It runs this program under the Pulumi SDK's mock runtime with the stack file's
+configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tarfile
+import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
-from plan import engine, manifests, render
+from plan import document, engine, graph, manifests, render, stacks
 from settings.loader import ConfigError, load
+from settings.model import StackConfig
+
+COMMANDS = ("diff", "graph", "stacks")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m plan", description=__doc__)
+def _load(stack: str) -> tuple[dict[str, Any], list[str], StackConfig]:
+    path = engine.stack_file(stack)
+    if not path.exists():
+        raise SystemExit(f"error: no stack file {path.name} in {path.parent}")
+    raw, secret_keys = engine.read_stack_config(path)
+    try:
+        config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
+    except ConfigError as err:
+        print(f"error in {path.name}: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return raw, secret_keys, config
+
+
+def show(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument(
         "--preview",
@@ -24,29 +52,141 @@ def main(argv: list[str] | None = None) -> int:
         help="plan a brand-new stack: values only the cloud knows stay unknown, as in `pulumi preview`",
     )
     parser.add_argument(
-        "--out",
-        default=None,
-        help="where to write the Kubernetes objects as YAML (default build/plan/<stack>)",
+        "--out", default=None, help="where to write the Kubernetes objects as YAML (default build/plan/<stack>)"
     )
+    parser.add_argument("--json", default=None, help="also write the plan as a sorted JSON document to this file")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-
-    path = engine.stack_file(args.stack)
-    if not path.exists():
-        print(f"error: no stack file {path.name} in {path.parent}", file=sys.stderr)
-        return 2
-    raw, secret_keys = engine.read_stack_config(path)
-    try:
-        config = load(raw, stack=args.stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
-    except ConfigError as err:
-        print(f"error in {path.name}: {err}", file=sys.stderr)
-        return 2
+    raw, secret_keys, config = _load(args.stack)
     result = engine.run(raw, stack=args.stack, secret_keys=secret_keys, preview=args.preview)
     out = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / args.stack
     manifests.write(result, out)
+    if args.json:
+        Path(args.json).write_text(document.dumps(document.document(result, config)))
     shown = out.relative_to(engine.ROOT) if out.is_relative_to(engine.ROOT) else out
     sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
     return 0
+
+
+def _document_at(revision: str, stack: str) -> dict[str, Any]:
+    """Plan `stack` as the code and stack file were at a git revision (read-only: no checkout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", revision], cwd=engine.ROOT, capture_output=True, check=False
+        )
+        if archive.returncode:
+            raise SystemExit(f"error: cannot read revision {revision!r}: {archive.stderr.decode().strip()}")
+        tar_path = Path(tmp) / "tree.tar"
+        tar_path.write_bytes(archive.stdout)
+        tree = Path(tmp) / "tree"
+        with tarfile.open(tar_path) as tar:
+            tar.extractall(tree, filter="data")
+        if not (tree / f"Pulumi.{stack}.yaml").exists():
+            return {"format": document.FORMAT_VERSION, "stack": stack, "resources": {}, "outputs": {}, "capacity": {}}
+        target = Path(tmp) / "plan.json"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "plan",
+                "--stack",
+                stack,
+                "--out",
+                str(Path(tmp) / "objects"),
+                "--json",
+                str(target),
+            ],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode or not target.exists():
+            hint = " (that revision predates `python -m plan --json`)" if "--json" in done.stderr else ""
+            raise SystemExit(f"error: planning {stack} at {revision} failed{hint}:\n{done.stderr or done.stdout}")
+        loaded: dict[str, Any] = json.loads(target.read_text())
+        return loaded
+
+
+def _current_document(stack: str) -> dict[str, Any]:
+    raw, secret_keys, config = _load(stack)
+    return document.document(engine.run(raw, stack=stack, secret_keys=secret_keys), config)
+
+
+def diff(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m plan diff",
+        description="Markdown diff of two plans: two JSON documents, or a stack at two "
+        "git revisions (the head defaults to the working tree).",
+    )
+    parser.add_argument("documents", nargs="*", help="OLD.json NEW.json")
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--base", help="git revision to compare against, e.g. origin/main")
+    parser.add_argument("--head", help="git revision to compare (default: the working tree)")
+    parser.add_argument("--output", help="write the Markdown here instead of stdout")
+    args = parser.parse_args(argv)
+    if args.documents:
+        if len(args.documents) != 2 or args.base:
+            parser.error("give OLD.json NEW.json, or --base REV")
+        old, new = (json.loads(Path(p).read_text()) for p in args.documents)
+        title = f"Plan diff: {args.documents[0]} -> {args.documents[1]}"
+    else:
+        if not args.base:
+            parser.error("give OLD.json NEW.json, or --base REV")
+        old = _document_at(args.base, args.stack)
+        new = _document_at(args.head, args.stack) if args.head else _current_document(args.stack)
+        title = f"Plan diff for stack `{args.stack}`: {args.base} -> {args.head or 'working tree'}"
+    text = document.diff_markdown(old, new, title)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def graph_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plan graph", description="The stack's dependency picture.")
+    parser.add_argument("--stack", default="dev")
+    parser.add_argument("--mermaid", help="write Mermaid text here (default: print it)")
+    parser.add_argument("--dot", help="write Graphviz DOT here")
+    parser.add_argument("--image", help="render an SVG/PNG here with Graphviz (apt-get install graphviz)")
+    args = parser.parse_args(argv)
+    raw, secret_keys, _ = _load(args.stack)
+    result = engine.run(raw, stack=args.stack, secret_keys=secret_keys)
+    text = graph.mermaid(result)
+    if args.mermaid:
+        Path(args.mermaid).write_text(text)
+    elif not (args.dot or args.image):
+        sys.stdout.write(text)
+    if args.dot:
+        Path(args.dot).write_text(graph.dot(result))
+    if args.image and not graph.render_image(graph.dot(result), Path(args.image)):
+        print("Graphviz `dot` is not installed (apt-get install graphviz); wrote no image", file=sys.stderr)
+        return 1
+    return 0
+
+
+def stacks_command(argv: list[str]) -> int:
+    argparse.ArgumentParser(
+        prog="python -m plan stacks", description="Check reservation claims and names across all stack files."
+    ).parse_args(argv)
+    lines, conflicts = stacks.report()
+    print("\n".join(lines))
+    return 1 if conflicts else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    try:
+        if argv and argv[0] in COMMANDS:
+            command = {"diff": diff, "graph": graph_command, "stacks": stacks_command}[argv[0]]
+            return command(argv[1:])
+        return show(argv)
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+            return 2
+        return int(stop.code or 0)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from typing import Any
 
 from infra import capacity
 from infra.topology import GIB, Topology
+from plan import timing
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from settings.model import Backend, StackConfig
 
@@ -225,6 +226,9 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "",
         "Serving:",
         *serving_lines(result, config),
+        "",
+        "Time to serving (typical durations per resource kind, see plan/timing.py):",
+        *timing.lines(result),
         "",
         "Stack outputs:",
         *output_lines(result),

@@ -114,6 +114,8 @@ class JetstreamArgs:
     exposure: str  # "internal" or "external"
     source_ranges: Sequence[str]  # CIDRs allowed to reach an external load balancer
     depends_on: Sequence[pulumi.Resource] = ()
+    # Only the TPU servers wait for these (the pools), so everything else installs meanwhile.
+    tpu_pools: Sequence[pulumi.Resource] = ()
 
 
 def slice_shape(args: JetstreamArgs) -> Topology:
@@ -449,7 +451,9 @@ class Jetstream(pulumi.ComponentResource):
 
         # Pods start only once their identity can read the checkpoint.
         workload = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[*depends, self.service_account, *self.members]
+            parent=self,
+            provider=args.provider,
+            depends_on=[*depends, *args.tpu_pools, self.service_account, *self.members],
         )
         if multi_host:
             self.server = KubernetesObject(f"{name}-lws", lws_body(args), workload)

@@ -58,6 +58,8 @@ class SaxmlArgs:
     exposure: str
     source_ranges: Sequence[str]
     depends_on: Sequence[pulumi.Resource] = ()
+    # Only the model servers wait for these (the pools): the rest installs meanwhile.
+    tpu_pools: Sequence[pulumi.Resource] = ()
 
 
 def _labels(app: str) -> dict[str, str]:
@@ -243,7 +245,7 @@ class Saxml(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[*ready, admin],
+                depends_on=[*ready, *args.tpu_pools, admin],
                 # JobSet specs are immutable: a change is a new JobSet.
                 replace_on_changes=["spec"],
                 delete_before_replace=True,

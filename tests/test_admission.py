@@ -1,0 +1,301 @@
+"""The Kueue admission model: the reference story, preemption order, and invariants checked from scratch."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infra.admission import (
+    Event,
+    Placement,
+    Prediction,
+    Request,
+    cube_span,
+    narrative,
+    predict,
+    render_map,
+    requests_from_workloads,
+)
+from infra.capacity import Workload
+from infra.topology import CATALOG, TopologyError
+
+TPU7X = CATALOG["tpu7x"]
+CUBE = 64
+
+REFERENCE = [
+    Request("subslicing-check", 1000, "2x2x2", 6, 0),
+    Request("superslicing-check", 2000, "4x4x8", 1, 1),
+    Request("vllm-prefill", 3000, "2x2x2", 4, 2),
+    Request("vllm-decode", 3000, "2x2x2", 4, 3),
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> Prediction:
+    return predict(REFERENCE, 2, TPU7X)
+
+
+def test_reference_story_events(reference: Prediction) -> None:
+    assert [(e.step, e.workload, e.action, e.by, e.victims) for e in reference.events] == [
+        (1, "subslicing-check", "admitted", "", ()),
+        (2, "subslicing-check", "preempted", "superslicing-check", ()),
+        (2, "superslicing-check", "admitted", "", ("subslicing-check",)),
+        (3, "superslicing-check", "preempted", "vllm-prefill", ()),
+        (3, "vllm-prefill", "admitted", "", ("superslicing-check",)),
+        (3, "subslicing-check", "admitted", "", ()),  # re-fits in the 96 chips the super-slice left
+        (4, "vllm-decode", "admitted", "", ()),  # fits beside prefill without preempting anyone
+    ]
+    assert reference.events[5].detail.startswith("re-admitted")
+    assert reference.events[2].cubes == (0, 1)
+
+
+def test_reference_story_final_state(reference: Prediction) -> None:
+    assert reference.final == {
+        "subslicing-check": "admitted",
+        "superslicing-check": "pending",
+        "vllm-prefill": "admitted",
+        "vllm-decode": "admitted",
+    }
+    assert reference.chips_in_use == 48 + 32 + 32
+    assert reference.reasons["superslicing-check"].startswith("needs 2 completely free cubes (128 chips); 0 free")
+    by_workload = defaultdict(list)
+    for p in reference.placements:
+        by_workload[p.workload].append((p.cube, p.offset_chips, p.chips))
+    assert by_workload == {
+        "subslicing-check": [(0, 32, 8), (0, 40, 8), (0, 48, 8), (0, 56, 8), (1, 0, 8), (1, 8, 8)],
+        "vllm-prefill": [(0, 0, 8), (0, 8, 8), (0, 16, 8), (0, 24, 8)],
+        "vllm-decode": [(1, 16, 8), (1, 24, 8), (1, 32, 8), (1, 40, 8)],
+    }
+
+
+def test_reference_map(reference: Prediction) -> None:
+    assert render_map(reference) == [
+        "cube 0 | BBBB BBBB AAAA AAAA |",
+        "cube 1 | AAAA CCCC CCCC .... |",
+        "A = subslicing-check (low, 6 x 2x2x2)",
+        "B = vllm-prefill (high, 4 x 2x2x2)",
+        "C = vllm-decode (high, 4 x 2x2x2)",
+        ". = free; one cell = 4 chips, 16 cells per cube",
+        "pending: superslicing-check (medium, 4x4x8)",
+    ]
+    assert render_map(reference, cubes=1)[:2] == ["cube 0 | BBBB BBBB AAAA AAAA |", "... 1 more cube not shown"]
+
+
+def test_reference_narrative(reference: Prediction) -> None:
+    lines = narrative(reference)
+    assert lines[:5] == [
+        "subslicing-check (low, 6 x 2x2x2) is admitted into cube 0.",
+        "superslicing-check (medium, 4x4x8) preempts subslicing-check (low) to take cubes 0-1.",
+        "vllm-prefill (high, 4 x 2x2x2) preempts superslicing-check (medium) to take cube 0.",
+        "subslicing-check (low, 6 x 2x2x2) is re-admitted into cubes 0-1.",
+        "vllm-decode (high, 4 x 2x2x2) is admitted into cube 1.",
+    ]
+    assert lines[5].startswith("superslicing-check (medium, 4x4x8) stays pending: needs 2 completely free cubes")
+    assert lines[-1] == "Final: 3 admitted, 1 pending; 112 of 128 chips in use."
+
+
+def test_requests_from_capacity_workloads() -> None:
+    workloads = [
+        Workload("subslicing-check", "JobSet", "low", "2x2x2", 6, 8, 2, 1536),
+        Workload("jetstream-model-servers", "LeaderWorkerSet", "-", "2x2x2", 1, 8, 2, 1536),
+    ]
+    assert requests_from_workloads(workloads, {"low": 1000}) == [
+        Request("subslicing-check", 1000, "2x2x2", 6, 0),
+        Request("jetstream-model-servers", 0, "2x2x2", 1, 1),
+    ]
+    with pytest.raises(ValueError, match="unknown priority level 'low'"):
+        requests_from_workloads(workloads[:1], {"high": 3000})
+
+
+def test_preemption_takes_lowest_priority_most_recent_then_minimises() -> None:
+    # cube 0: d (low, whole cube); cube 1: a (low, half) + b (medium, half).
+    requests = [
+        Request("d", 1000, "4x4x4", 1, 0),
+        Request("a", 1000, "2x4x4", 1, 1),
+        Request("b", 2000, "2x4x4", 1, 2),
+        Request("h", 3000, "4x4x4", 1, 3),
+    ]
+    result = predict(requests, 2, TPU7X)
+    # Kueue's order tries a (low, newest) first, which is not enough; d makes room and a is dropped again.
+    admitted = next(e for e in result.events if e.workload == "h" and e.action == "admitted")
+    assert admitted.victims == ("d",)
+    assert result.final == {"d": "pending", "a": "admitted", "b": "admitted", "h": "admitted"}
+
+
+def test_a_preempted_workload_may_preempt_a_lower_one_when_retried() -> None:
+    requests = [
+        Request("l", 1000, "2x4x4", 1, 0),  # cube 0, first half
+        Request("x", 3000, "2x4x4", 1, 1),  # cube 0, second half
+        Request("m", 2000, "2x4x4", 1, 2),  # cube 1
+        Request("m2", 2000, "2x4x4", 1, 3),  # cube 1
+        Request("n", 2000, "4x4x4", 1, 4),  # cube 2
+        Request("h", 3000, "4x4x8", 1, 5),  # needs two whole cubes: l's half cube is no use to it
+    ]
+    result = predict(requests, 3, TPU7X)
+    assert [(e.workload, e.action, e.victims) for e in result.events if e.step == 6] == [
+        ("n", "preempted", ()),
+        ("m2", "preempted", ()),
+        ("m", "preempted", ()),
+        ("h", "admitted", ("n", "m2", "m")),  # Kueue's order: newest medium first; l was tried and dropped
+        ("l", "preempted", ()),
+        ("m", "admitted", ("l",)),  # re-tried before m2 (same priority, created earlier)
+    ]
+    assert result.pending == ("l", "m2", "n")
+    assert "m (medium, 2x4x4) comes back and preempts l (low) to take cube 0." in narrative(result)
+
+
+def test_equal_priority_never_preempts() -> None:
+    result = predict([Request("x", 1000, "4x4x4", 1, 0), Request("y", 1000, "2x2x1", 1, 1)], 1, TPU7X)
+    assert [e.action for e in result.events] == ["admitted", "waiting"]
+    assert result.reasons["y"] == (
+        "needs 1 free aligned 2x2x1 partition (4 chips); 0 free, and no lower-priority workload to preempt"
+    )
+
+
+def test_oversized_request_waits_and_bad_inputs_are_refused() -> None:
+    result = predict([Request("big", 1000, "4x8x8", 1, 0)], 2, TPU7X)
+    assert result.final == {"big": "pending"}
+    assert result.placements == ()
+    with pytest.raises(TopologyError, match="odd"):
+        predict([Request("odd", 1, "3x3x3", 1, 0)], 2, TPU7X)
+    with pytest.raises(TopologyError, match="no cubes"):
+        predict([], 2, CATALOG["v5p"])
+    with pytest.raises(ValueError, match="repeated: x"):
+        predict([Request("x", 1, "2x2x1", 1, 0), Request("x", 1, "2x2x1", 1, 1)], 1, TPU7X)
+    with pytest.raises(ValueError, match="slices"):
+        Request("x", 1, "2x2x1", 0, 0)
+
+
+def test_cube_span() -> None:
+    assert cube_span([3]) == "cube 3"
+    assert cube_span([1, 0]) == "cubes 0-1"
+    assert cube_span([0, 2, 3, 4]) == "cubes 0, 2-4"
+    assert cube_span([]) == "no cube"
+
+
+def test_event_and_placement_are_frozen(reference: Prediction) -> None:
+    with pytest.raises(AttributeError):
+        reference.events[0].step = 9  # type: ignore[misc]
+    assert isinstance(reference.events[0], Event)
+    assert isinstance(reference.placements[0], Placement)
+
+
+# ---------------------------------------------------------------- properties
+
+SHAPES = ["2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8"]
+SUPER_CUBES = {"4x4x8": 2, "4x8x8": 4}
+CHIPS = {"2x2x1": 4, "2x2x2": 8, "2x2x4": 16, "2x4x4": 32, "4x4x4": 64}
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[Request], int]:
+    cubes = draw(st.integers(min_value=1, max_value=4))
+    count = draw(st.integers(min_value=0, max_value=10))
+    requests = [
+        Request(
+            name=f"w{i}",
+            priority=draw(st.sampled_from([0, 1000, 2000, 3000])),
+            shape=draw(st.sampled_from(SHAPES)),
+            slices=draw(st.integers(min_value=1, max_value=5)),
+            order=draw(st.integers(min_value=0, max_value=20)),
+        )
+        for i in range(count)
+    ]
+    return requests, cubes
+
+
+def _cells(requests: list[Request], result: Prediction) -> dict[tuple[int, int], str]:
+    """Occupied 4-chip cells -> owner, checking the placement rules on the way."""
+    owner: dict[tuple[int, int], str] = {}
+    by_name = {r.name: r for r in requests}
+    for p in result.placements:
+        request = by_name[p.workload]
+        assert 0 <= p.cube < result.cubes
+        assert p.offset_chips >= 0
+        assert p.offset_chips + p.chips <= CUBE
+        if request.shape in SUPER_CUBES:
+            assert (p.offset_chips, p.chips) == (0, CUBE)
+        else:
+            assert p.chips == CHIPS[request.shape]
+            assert p.offset_chips % p.chips == 0  # aligned partition inside one cube
+        for cell in range(p.offset_chips // 4, (p.offset_chips + p.chips) // 4):
+            assert (p.cube, cell) not in owner, "two placements overlap"
+            owner[p.cube, cell] = p.workload
+    return owner
+
+
+def _room(request: Request, cubes: int, taken: set[tuple[int, int]]) -> bool:
+    """From scratch: does `request` fit when the cells in `taken` are unavailable?"""
+    if request.shape in SUPER_CUBES:
+        free_cubes = sum(all((c, i) not in taken for i in range(16)) for c in range(cubes))
+        return free_cubes >= SUPER_CUBES[request.shape] * request.slices
+    size = CHIPS[request.shape] // 4
+    blocks = sum(
+        all((c, i) not in taken for i in range(start, start + size))
+        for c in range(cubes)
+        for start in range(0, 16, size)
+    )
+    return blocks >= request.slices
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios())
+def test_invariants(scenario: tuple[list[Request], int]) -> None:
+    requests, cubes = scenario
+    result = predict(requests, cubes, TPU7X)
+    owner = _cells(requests, result)
+    by_name = {r.name: r for r in requests}
+
+    assert result.chips_in_use == 4 * len(owner) <= cubes * CUBE
+    assert set(result.final) == set(by_name)
+    for name, state in result.final.items():
+        request = by_name[name]
+        placed = [p for p in result.placements if p.workload == name]
+        if state == "pending":
+            assert not placed
+            # Sound: even evicting every strictly lower-priority admitted workload would not make room.
+            taken = {cell for cell, who in owner.items() if by_name[who].priority >= request.priority}
+            assert not _room(request, cubes, taken), name
+        else:
+            assert state == "admitted"
+            per_slice = SUPER_CUBES.get(request.shape, 1)
+            assert len(placed) == request.slices * per_slice  # all or nothing
+            for index in range(request.slices):
+                assert len({p.cube for p in placed if p.slice_index == index}) == per_slice
+
+    for event in result.events:
+        if event.action == "preempted":
+            assert by_name[event.by].priority > by_name[event.workload].priority
+    arrivals = [e for e in result.events if e.action in ("admitted", "waiting")]
+    assert len({e.step for e in arrivals}) == len(requests)  # every arrival decided once
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_deterministic_and_independent_of_input_order(scenario: tuple[list[Request], int], rng: random.Random) -> None:
+    requests, cubes = scenario
+    first = predict(requests, cubes, TPU7X)
+    assert predict(list(requests), cubes, TPU7X) == first
+    shuffled = list(requests)
+    rng.shuffle(shuffled)
+    assert predict(shuffled, cubes, TPU7X) == first
+    assert render_map(predict(shuffled, cubes, TPU7X)) == render_map(first)
+    assert narrative(predict(shuffled, cubes, TPU7X)) == narrative(first)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios())
+def test_map_matches_placements(scenario: tuple[list[Request], int]) -> None:
+    requests, cubes = scenario
+    result = predict(requests, cubes, TPU7X)
+    lines = render_map(result)
+    rows = [line.split("|")[1].replace(" ", "") for line in lines[:cubes]]
+    assert all(len(row) == 16 for row in rows)
+    free = sum(row.count(".") for row in rows)
+    assert free * 4 == cubes * CUBE - result.chips_in_use
+    legend = [line for line in lines if " = " in line and not line.startswith(".")]
+    assert len(legend) == len(result.admitted)
