@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import capacity
+from infra import admission, capacity
 from infra.topology import GIB, Topology
 from plan import timing
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
@@ -122,6 +122,23 @@ def capacity_lines(config: StackConfig) -> list[str]:
     return lines
 
 
+def admission_lines(config: StackConfig) -> list[str]:
+    """What Kueue's topology-aware admission would do with the stack's TPU workloads (infra/admission.py)."""
+    if not config.serving.dynamic_slicing:
+        return ["  not used: this backend runs one group per node pool without Kueue"]
+    work = capacity.workloads(config)
+    if not work:
+        return ["  no TPU workloads"]
+    priorities = dict(config.kueue.priorities.items())
+    prediction = admission.predict(
+        admission.requests_from_workloads(work, priorities), config.tpu.cubes, config.tpu.generation
+    )
+    names = {value: level for level, value in priorities.items()}
+    lines = [f"  {line}" for line in admission.narrative(prediction, names)]
+    lines += [f"  {line}" for line in admission.render_map(prediction, priority_names=names)]
+    return lines
+
+
 def software_lines(result: PlanResult, config: StackConfig) -> list[str]:
     lines = []
     for release in sorted(result.of_type("kubernetes:helm.sh/v3:Release"), key=lambda r: r.name):
@@ -223,6 +240,9 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "",
         "Capacity and TPU workloads:",
         *capacity_lines(config),
+        "",
+        "Kueue admission preview (a model of topology-aware admission; assumptions in infra/admission.py):",
+        *admission_lines(config),
         "",
         "Serving:",
         *serving_lines(result, config),
