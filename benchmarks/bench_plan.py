@@ -18,12 +18,15 @@ IMPORTS = """
 import time, json, warnings
 warnings.filterwarnings("ignore")
 t0 = time.perf_counter()
-import pulumi, pulumi_gcp as gcp, pulumi_kubernetes as kubernetes, yaml, pydantic
+import pulumi, pulumi_gcp as gcp, pulumi_kubernetes as kubernetes, pulumi_command as command, yaml, pydantic
 # pulumi_gcp loads lazily: touch every class the program uses so the import is complete.
 used = (gcp.compute.Network, gcp.compute.Subnetwork, gcp.compute.Firewall, gcp.compute.ResourcePolicy,
         gcp.compute.PreviewFeature, gcp.container.Cluster, gcp.container.NodePool, gcp.projects.Service,
         gcp.projects.IAMMember, gcp.serviceaccount.Account, gcp.storage.BucketIAMMember,
-        kubernetes.Provider, kubernetes.helm.v3.Release, kubernetes.apiextensions.CustomResource)
+        gcp.storage.Bucket, gcp.serviceaccount.IAMMember, gcp.organizations.get_project_output,
+        kubernetes.Provider, kubernetes.helm.v3.Release, kubernetes.core.v1.Namespace, kubernetes.apps.v1.Deployment,
+        kubernetes.rbac.v1.Role, kubernetes.batch.v1.Job,
+        kubernetes.admissionregistration.v1.MutatingWebhookConfiguration, command.local.Command)
 t1 = time.perf_counter()
 """
 

@@ -166,9 +166,13 @@ def graph_command(argv: list[str]) -> int:
 
 
 def stacks_command(argv: list[str]) -> int:
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="python -m plan stacks", description="Check reservation claims and names across all stack files."
-    ).parse_args(argv)
+    )
+    parser.add_argument("--json", action="store_true", help="only print the stack names as a JSON list (CI matrix)")
+    if parser.parse_args(argv).json:
+        print(json.dumps(sorted(stacks.stack_files())))
+        return 0
     lines, conflicts = stacks.report()
     print("\n".join(lines))
     return 1 if conflicts else 0
