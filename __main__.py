@@ -6,8 +6,10 @@ outputs; every rule lives in `settings/`, every resource in a component.
 
 import pulumi
 
+from infra.alerts import Alerts, AlertsArgs
 from infra.apis import ProjectApis, ProjectApisArgs
 from infra.cluster import Cluster, ClusterArgs
+from infra.dashboard import Dashboard, DashboardArgs
 from infra.network import Network, NetworkArgs
 from infra.tpu_pools import TpuPools, TpuPoolsArgs
 from infra.workload_policy import WorkloadPolicy, WorkloadPolicyArgs
@@ -15,6 +17,7 @@ from k8s.controllers import Controllers, ControllersArgs
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
 from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs, http_url
 from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
+from k8s.pod_monitoring import PodMonitorings, PodMonitoringsArgs
 from k8s.provider import cluster_provider
 from k8s.router import Router, RouterArgs
 from k8s.slice_controller import SliceController, SliceControllerArgs
@@ -353,6 +356,52 @@ if serving.backend is Backend.JETSTREAM:
         ),
     )
     pulumi.export("jetstreamAddress", jetstream.address)
+
+# Observability: what Managed Prometheus scrapes, a dashboard, and opt-in alerts.
+observability = config.observability
+serving_namespace = {
+    Backend.VLLM_PD: lambda: [queues.namespace, pd, router],
+    Backend.JETSTREAM: lambda: [jetstream],
+}.get(serving.backend)
+if observability.pod_monitoring and serving_namespace is not None:
+    PodMonitorings(
+        "pod-monitoring",
+        PodMonitoringsArgs(
+            provider=provider,
+            namespace=serving.namespace,
+            backend=serving.backend.value,
+            depends_on=serving_namespace(),
+        ),
+    )
+if observability.dashboard:
+    dashboard = Dashboard(
+        "dashboard",
+        DashboardArgs(
+            project=config.project,
+            prefix=config.name_prefix,
+            backend=serving.backend.value,
+            node_pools=[names.tpu_pool(i + 1) for i in range(pool_count)],
+            cluster_name=names.cluster,
+            namespace=serving.namespace,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=apis.ready),
+    )
+    pulumi.export("dashboardUrl", dashboard.url)
+if observability.alerts.enabled:
+    Alerts(
+        "alerts",
+        AlertsArgs(
+            project=config.project,
+            prefix=config.name_prefix,
+            namespace=serving.namespace,
+            notification_channels=observability.alerts.notification_channels,
+            queue_threshold=observability.alerts.queue_threshold,
+            backend=serving.backend.value,
+            cluster_name=names.cluster,
+            smoke_test=serving.smoke_test.enabled,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=apis.ready),
+    )
 
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("location", cluster.cluster.location)

@@ -151,6 +151,8 @@ def epp_args(args: RouterArgs) -> list[str]:
         "--grpc-health-port", str(EPP_HEALTH_PORT),
         "--v=2",
         "--tracing=false",
+        # Managed Prometheus scrapes without a token; the port is cluster-internal.
+        "--metrics-endpoint-auth=false",
     ]  # fmt: skip
 
 

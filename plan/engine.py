@@ -200,6 +200,8 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif token == "gcp:serviceaccount/account:Account":
             email = f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
             state.update(email=email, member=f"serviceAccount:{email}", name=f"projects/-/serviceAccounts/{email}")
+        elif token == "gcp:monitoring/dashboard:Dashboard":
+            return (f"projects/{PLACEHOLDER_PROJECT_NUMBER}/dashboards/placeholder-{args.name}", state)
         elif token.startswith("gcp:compute/"):
             state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/{args.name}")
         elif token == "kubernetes:core/v1:Service" and (args.inputs.get("spec") or {}).get("type") == "LoadBalancer":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from infra import admission, capacity
@@ -210,6 +211,27 @@ def fixed_slice_lines(result: PlanResult, config: StackConfig) -> list[str]:
     ]
 
 
+def observability_lines(result: PlanResult) -> list[str]:
+    lines = []
+    for monitor in sorted(
+        result.of_type("kubernetes:monitoring.googleapis.com/v1:PodMonitoring"), key=lambda r: r.name
+    ):
+        selector = ", ".join(f"{k}={v}" for k, v in (monitor.get("spec.selector.matchLabels") or {}).items())
+        for endpoint in monitor.get("spec.endpoints") or []:
+            lines.append(
+                f"  scrape {monitor.get('metadata.name')}: pods {{{selector}}} port {_short(endpoint.get('port'))} "
+                f"{endpoint.get('path', '/metrics')} every {endpoint.get('interval')}"
+            )
+    for board in result.of_type("gcp:monitoring/dashboard:Dashboard"):
+        spec = json.loads(board.get("dashboardJson") or "{}")
+        titles = [t.get("widget", {}).get("title") for t in spec.get("mosaicLayout", {}).get("tiles", [])]
+        lines.append(f"  dashboard {spec.get('displayName')!r}: {len([t for t in titles if t])} charts")
+        lines += [f"    - {title}" for title in titles if title]
+    policies = result.of_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    lines += [f"  alert: {p.get('displayName')}" for p in policies] or ["  alerts: off (observability.alerts.enabled)"]
+    return lines or ["  nothing scraped or charted"]
+
+
 def output_lines(result: PlanResult) -> list[str]:
     lines = []
     for name in sorted(result.outputs):
@@ -246,6 +268,9 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "",
         "Serving:",
         *serving_lines(result, config),
+        "",
+        "Observability:",
+        *observability_lines(result),
         "",
         "Time to serving (typical durations per resource kind, see plan/timing.py):",
         *timing.lines(result),

@@ -531,6 +531,28 @@ class ServingConfig(StrictModel):
         return self.backend in (Backend.VLLM_PD, Backend.NONE)
 
 
+class AlertsConfig(StrictModel):
+    enabled: bool = False
+    notification_channels: list[str] = Field(default_factory=list, max_length=16)
+    queue_threshold: int = Field(32, ge=1, le=100_000)
+
+    @field_validator("notification_channels")
+    @classmethod
+    def _channels(cls, value: list[str]) -> list[str]:
+        for channel in value:
+            if not re.match(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$", channel):
+                raise ValueError(
+                    f"{channel!r} is not a notification channel: projects/<project>/notificationChannels/<id>"
+                )
+        return value
+
+
+class ObservabilityConfig(StrictModel):
+    pod_monitoring: bool = True
+    dashboard: bool = True
+    alerts: AlertsConfig = Field(default_factory=lambda: AlertsConfig.model_validate({}))
+
+
 class StackConfig(StrictModel):
     zone: str = Field(..., pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$")
     region: str | None = Field(None, pattern=r"^[a-z]+-[a-z]+[0-9]+$")
@@ -544,6 +566,7 @@ class StackConfig(StrictModel):
     kueue: KueueConfig = Field(default_factory=lambda: KueueConfig.model_validate({}))
     checks: ChecksConfig = Field(default_factory=lambda: ChecksConfig.model_validate({}))
     serving: ServingConfig = Field(default_factory=lambda: ServingConfig.model_validate({}))
+    observability: ObservabilityConfig = Field(default_factory=lambda: ObservabilityConfig.model_validate({}))
     hf_token: SecretStr | None = None
 
     @property

@@ -11,6 +11,7 @@ from settings.model import Versions
 from tests.conftest import dev_raw, merged
 from tests.crd_schema import CrdRegistry, crd_root, validate_core
 from tests.gke_schema import validate_gke
+from tests.gmp_schema import validate_pod_monitoring
 
 ROOT = crd_root()
 if ROOT is None:
@@ -19,7 +20,7 @@ if ROOT is None:
         allow_module_level=True,
     )
 
-GKE_GROUPS = ("networking.gke.io",)
+GKE_GROUPS = ("networking.gke.io", "monitoring.googleapis.com")
 CRD_GROUPS = (
     "kueue.x-k8s.io",
     "jobset.x-k8s.io",
@@ -81,8 +82,17 @@ def test_core_objects_match_the_kubernetes_schema(variant: str) -> None:
     assert {k: v for k, v in problems.items() if v} == {}
 
 
+@pytest.mark.parametrize("variant", ["dev", "jetstream-v5e"])
+def test_pod_monitorings_match_our_structural_schema(variant: str) -> None:
+    monitors = [o for o in objects(variant) if o["kind"] == "PodMonitoring"]
+    assert monitors
+    assert {o["metadata"]["name"]: validate_pod_monitoring(o) for o in monitors} == {
+        o["metadata"]["name"]: [] for o in monitors
+    }
+
+
 def test_gke_policies_match_our_structural_schemas() -> None:
-    policies = [o for o in objects("dev") if o["apiVersion"].split("/")[0] in GKE_GROUPS]
+    policies = [o for o in objects("dev") if o["apiVersion"].split("/")[0] == "networking.gke.io"]
     assert {o["kind"] for o in policies} == {"HealthCheckPolicy", "GCPBackendPolicy"}
     assert {o["kind"]: validate_gke(o) for o in policies} == {"HealthCheckPolicy": [], "GCPBackendPolicy": []}
 

@@ -100,7 +100,7 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
     assert f'"kv_role":"{kv_role}"' in script
     assert f"--port={port}" in script
     assert "gs://example-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/" in script
-    assert {p["containerPort"] for p in lead["ports"]} == {port, 9100, 9600}
+    assert {p["containerPort"] for p in lead["ports"]} == {port, 9100, 9600, 8431}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert lead[probe]["httpGet"] == {"path": "/health", "port": port}
     # Sized for a model that takes tens of minutes to load.

@@ -92,6 +92,8 @@ def _resources(args: VllmPdArgs, chips: int) -> dict[str, Any]:
 KV_PORTS = [
     {"name": "tpu-kv-transfer", "containerPort": vllm_command.KV_TRANSFER_PORT},
     {"name": "tpu-pd-coord", "containerPort": vllm_command.SIDE_CHANNEL_PORT},
+    # GKE reports TPU duty cycle and HBM use only for containers that declare the runtime's metrics port.
+    {"name": "tpu-metrics", "containerPort": 8431},
 ]
 
 

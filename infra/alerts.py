@@ -1,0 +1,316 @@
+"""Optional Cloud Monitoring alert policies for the serving stack (the caller decides whether to create them).
+
+Every metric condition is PromQL (`condition_prometheus_query_language`), run by
+Cloud Monitoring over both the scraped metrics and the GKE system metrics (the
+latter under their PromQL names, e.g. `kubernetes_io:node_accelerator_duty_cycle`).
+
+Design choices, because the cluster has no kube-state-metrics:
+
+- "No ready serving leaders" reads the scrape health `up` of the vLLM (or
+  JetStream) PodMonitoring targets instead of `kube_pod_status_ready`: vLLM's
+  HTTP app (and so /metrics) only answers once the engine has loaded, and GMP
+  drops pods that are not Running, so `up == 1` is "this leader serves".
+  A role with no target at all has no `up` series: `label_replace(vector(0), ...)`
+  supplies a zero for it, so a role whose leaders are all gone fires too. A fresh
+  stack loads a 397B model for tens of minutes: expect this alert during the
+  first load and after every rollout that reloads weights.
+- "Smoke test failed" is a log-match condition on the Kubernetes event the Job
+  controller records when the Job fails (`BackoffLimitExceeded`, or
+  `DeadlineExceeded` past activeDeadlineSeconds), which GKE writes to the
+  `events` log; it needs no metric at all.
+- "TPUs idle while requests queue" takes the cluster's highest TPU duty cycle,
+  falling back to TensorCore utilization (a host metric that exists without
+  libtpu's port 8431) when no duty-cycle series exists, and fires only while
+  requests wait: every TPU near zero with a queue means serving is wedged.
+
+The pure `alert_specs` returns the policies as keyword arguments of
+`gcp.monitoring.AlertPolicy` (dicts are accepted for its input types), so the
+tests check them without Pulumi.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.observability_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS
+
+BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
+SMOKE_JOB = "serving-smoke-test"  # workloads/smoke_job.py
+SMOKE_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded")
+CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
+
+EVALUATION_INTERVAL = "60s"
+NO_LEADERS_FOR = "900s"
+QUEUE_FOR = "600s"
+IDLE_FOR = "600s"
+AUTO_CLOSE = "1800s"
+LOG_RATE_LIMIT = "300s"
+
+_DUTY = BY_NAME["kubernetes.io/node/accelerator/duty_cycle"].promql_name
+_TENSORCORE = BY_NAME["kubernetes.io/node/accelerator/tensorcore_utilization"].promql_name
+
+
+def _selector(job: str, namespace: str, cluster_name: str | None) -> str:
+    parts = [f'job=~"{job}"' if "|" in job else f'job="{job}"', f'namespace="{namespace}"']
+    if cluster_name:
+        parts.append(f'cluster="{cluster_name}"')
+    return "{" + ",".join(parts) + "}"
+
+
+def _node_selector(cluster_name: str | None) -> str:
+    parts = ['monitored_resource="k8s_node"']
+    if cluster_name:
+        parts.append(f'cluster_name="{cluster_name}"')
+    return "{" + ",".join(parts) + "}"
+
+
+def no_ready_leaders_query(jobs: Sequence[str], namespace: str, cluster_name: str | None = None) -> str:
+    """Per job, the number of targets whose last scrape succeeded; a job with no target counts 0."""
+    selector = _selector("|".join(jobs), namespace, cluster_name)
+    zeros = "".join(f' or label_replace(vector(0), "job", "{job}", "", "")' for job in jobs)
+    return f"(sum by (job) (up{selector}){zeros}) < 1"
+
+
+def idle_while_queued_query(queue: str, cluster_name: str | None = None) -> str:
+    node = _node_selector(cluster_name)
+    return f"(max({_DUTY}{node}) or max({_TENSORCORE}{node})) < 1 and on () sum({queue}) > 0"
+
+
+def _promql(title: str, query: str, duration: str, severity: str) -> dict[str, Any]:
+    return {
+        "display_name": title,
+        "condition_prometheus_query_language": {
+            "query": query,
+            "duration": duration,
+            "evaluation_interval": EVALUATION_INTERVAL,
+            "labels": {"severity": severity.lower()},
+            # Policies are created with the stack, before the first scrape has written the metrics.
+            "disable_metric_validation": True,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class _Policy:
+    """One alert policy before it becomes `gcp.monitoring.AlertPolicy` keyword arguments."""
+
+    name: str  # the Pulumi resource name
+    title: str
+    condition: dict[str, Any]
+    severity: str  # CRITICAL | ERROR | WARNING
+    runbook: str  # Markdown shown in the incident
+    alert_strategy: dict[str, Any] | None = None
+
+    def spec(self, prefix: str, channels: Sequence[str]) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "policy": {
+                "display_name": f"{prefix}: {self.title}",
+                "combiner": "OR",
+                "conditions": [self.condition],
+                "notification_channels": list(channels),
+                "severity": self.severity,
+                "documentation": {"content": self.runbook, "mime_type": "text/markdown"},
+                "alert_strategy": self.alert_strategy or {"auto_close": AUTO_CLOSE},
+                "user_labels": {"stack": prefix, "component": "tpu-serving"},
+            },
+        }
+
+
+def smoke_test_filter(project: str, namespace: str, cluster_name: str | None = None) -> str:
+    reasons = " OR ".join(f'"{reason}"' for reason in SMOKE_FAILURE_REASONS)
+    terms = [
+        f'logName="projects/{project}/logs/events"',
+        'jsonPayload.involvedObject.kind="Job"',
+        f'jsonPayload.involvedObject.name="{SMOKE_JOB}"',
+        f'jsonPayload.involvedObject.namespace="{namespace}"',
+        f"jsonPayload.reason=({reasons})",
+    ]
+    if cluster_name:
+        terms.append(f'resource.labels.cluster_name="{cluster_name}"')
+    return "\n".join(terms)
+
+
+def _vllm_policies(
+    project: str, namespace: str, queue_threshold: int, cluster_name: str | None, smoke_test: bool
+) -> list[_Policy]:
+    jobs = [VLLM_JOBS["prefill"], VLLM_JOBS["decode"]]
+    waiting = f"vllm:num_requests_waiting{_selector('|'.join(jobs), namespace, cluster_name)}"
+    policies = [
+        _Policy(
+            "no-ready-leaders",
+            "no ready vLLM leaders",
+            _promql(
+                "a vLLM role has no leader answering /metrics",
+                no_ready_leaders_query(jobs, namespace, cluster_name),
+                NO_LEADERS_FOR,
+                "CRITICAL",
+            ),
+            "CRITICAL",
+            f"No `{jobs[0]}` or `{jobs[1]}` leader in `{namespace}` has answered a scrape for {NO_LEADERS_FOR}: "
+            f"check `kubectl -n {namespace} get lws,pods`, Kueue admission (`kubectl get workloads -A`) and the "
+            "leaders' logs. Expected while weights load after a deploy (tens of minutes).",
+        ),
+        _Policy(
+            "queue-backlog",
+            f"vLLM queue above {queue_threshold}",
+            _promql(
+                f"waiting requests on a leader above {queue_threshold}",
+                f"max by (job) ({waiting}) > {queue_threshold}",
+                QUEUE_FOR,
+                "WARNING",
+            ),
+            "WARNING",
+            f"A vLLM leader has held more than {queue_threshold} waiting requests for {QUEUE_FOR}: the role is "
+            "saturated. Add replicas (serving.prefill/decode.replicas) or shed load; check KV-cache usage on the "
+            "dashboard.",
+        ),
+        _Policy(
+            "tpu-idle-while-queued",
+            "TPUs idle while requests queue",
+            _promql(
+                "every TPU near zero duty cycle while vLLM requests wait",
+                idle_while_queued_query(waiting, cluster_name),
+                IDLE_FOR,
+                "ERROR",
+            ),
+            "ERROR",
+            "Requests are waiting but no TPU chip in the cluster is busy: serving is wedged (a hung engine, a "
+            "broken KV transfer between prefill and decode, or Ray lost a worker). Check the leaders' logs; "
+            "restarting the LeaderWorkerSet group reloads the model.",
+        ),
+    ]
+    if smoke_test:
+        policies.append(
+            _Policy(
+                "smoke-test-failed",
+                "serving smoke test failed",
+                {
+                    "display_name": f"Job {SMOKE_JOB} failed",
+                    "condition_matched_log": {"filter": smoke_test_filter(project, namespace, cluster_name)},
+                },
+                "ERROR",
+                f"The Job `{SMOKE_JOB}` in `{namespace}` failed (backoff limit or deadline): the gateway did not "
+                f"answer the reference requests. `kubectl -n {namespace} logs job/{SMOKE_JOB}`.",
+                # Log-match conditions require a notification rate limit.
+                {"notification_rate_limit": {"period": LOG_RATE_LIMIT}, "auto_close": AUTO_CLOSE},
+            )
+        )
+    return policies
+
+
+def _jetstream_policies(namespace: str, queue_threshold: int, cluster_name: str | None) -> list[_Policy]:
+    backlog = f"jetstream_prefill_backlog_size{_selector(JETSTREAM_JOB, namespace, cluster_name)}"
+    return [
+        _Policy(
+            "no-ready-servers",
+            "no ready JetStream servers",
+            _promql(
+                "no JetStream server answers /metrics",
+                no_ready_leaders_query([JETSTREAM_JOB], namespace, cluster_name),
+                NO_LEADERS_FOR,
+                "CRITICAL",
+            ),
+            "CRITICAL",
+            f"No JetStream serving pod in `{namespace}` has answered a scrape for {NO_LEADERS_FOR}: "
+            f"`kubectl -n {namespace} get pods -l app.kubernetes.io/name=jetstream`.",
+        ),
+        _Policy(
+            "queue-backlog",
+            f"JetStream prefill backlog above {queue_threshold}",
+            _promql(
+                f"prefill backlog on a server above {queue_threshold}",
+                f"max by (instance) ({backlog}) > {queue_threshold}",
+                QUEUE_FOR,
+                "WARNING",
+            ),
+            "WARNING",
+            f"A JetStream server has held more than {queue_threshold} requests waiting for prefill for "
+            f"{QUEUE_FOR}: add slices or shed load.",
+        ),
+        _Policy(
+            "tpu-idle-while-queued",
+            "TPUs idle while requests queue",
+            _promql(
+                "every TPU near zero duty cycle while JetStream requests wait",
+                idle_while_queued_query(backlog, cluster_name),
+                IDLE_FOR,
+                "ERROR",
+            ),
+            "ERROR",
+            "Requests wait for prefill but no TPU chip in the cluster is busy: the engine is wedged.",
+        ),
+    ]
+
+
+def alert_specs(
+    project: str,
+    prefix: str,
+    namespace: str,
+    notification_channels: Sequence[str],
+    queue_threshold: int,
+    *,
+    backend: str = "vllm-pd",
+    cluster_name: str | None = None,
+    smoke_test: bool = True,
+) -> list[dict[str, Any]]:
+    """The policies for a backend, each `{"name": <resource name>, "policy": <AlertPolicy kwargs>}`.
+
+    saxml and none have no scraped serving metrics (see NOT_SCRAPED): no policies.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    if queue_threshold < 1:
+        raise ValueError(f"queue_threshold must be at least 1, not {queue_threshold}")
+    bad = [channel for channel in notification_channels if not CHANNEL.match(channel)]
+    if bad:
+        raise ValueError(f"notification channels must be projects/<project>/notificationChannels/<id>: {bad}")
+    if backend == "vllm-pd":
+        policies = _vllm_policies(project, namespace, queue_threshold, cluster_name, smoke_test)
+    elif backend == "jetstream":
+        policies = _jetstream_policies(namespace, queue_threshold, cluster_name)
+    else:
+        policies = []
+    return [policy.spec(prefix, notification_channels) for policy in policies]
+
+
+@dataclass(frozen=True)
+class AlertsArgs:
+    project: str
+    prefix: str
+    namespace: str
+    notification_channels: Sequence[str] = ()  # projects/<project>/notificationChannels/<id>
+    queue_threshold: int = 32  # waiting requests on one leader, sustained for 10 minutes
+    backend: str = "vllm-pd"
+    cluster_name: str | None = None  # scope every condition to the stack's cluster (recommended)
+    smoke_test: bool = True  # whether the smoke-test Job exists (vllm-pd only)
+
+
+class Alerts(pulumi.ComponentResource):
+    policies: dict[str, gcp.monitoring.AlertPolicy]
+
+    def __init__(self, name: str, args: AlertsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-slicing:infra:Alerts", name, None, opts)
+        specs = alert_specs(
+            args.project,
+            args.prefix,
+            args.namespace,
+            args.notification_channels,
+            args.queue_threshold,
+            backend=args.backend,
+            cluster_name=args.cluster_name,
+            smoke_test=args.smoke_test,
+        )
+        self.policies = {
+            spec["name"]: gcp.monitoring.AlertPolicy(
+                spec["name"], project=args.project, **spec["policy"], opts=pulumi.ResourceOptions(parent=self)
+            )
+            for spec in specs
+        }
+        self.register_outputs({"policies": sorted(self.policies)})
