@@ -50,7 +50,7 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/mypy .
 
 unit: $(VENV)/.dev
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
 bench: $(VENV)/.dev

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from plan.__main__ import main
@@ -46,16 +43,3 @@ def test_invalid_stack_file_exits_with_the_problems(tmp_path: object, capsys: py
         path.unlink()
     err = capsys.readouterr().err
     assert "tpu-slicing:zone" in err and "nowhere" in err
-
-
-def test_plan_runs_as_a_module_in_a_fresh_process() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "plan", "--stack", "dev"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Resources (" in done.stdout
