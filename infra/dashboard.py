@@ -259,8 +259,8 @@ def vllm_widgets(scope: Scope) -> list[Widget]:
         Text(
             "vLLM prefill/decode",
             f"Leaders only: `job` is `{VLLM_JOBS['prefill']}` or `{VLLM_JOBS['decode']}` (one PodMonitoring per "
-            f"role). Router charts read the endpoint picker (`{epp_job(scope.guide)}`), whose `/metrics` needs "
-            "a bearer token unless it runs with `--metrics-endpoint-auth=false`.",
+            f"role). Router charts read the endpoint picker (`{epp_job(scope.guide)}`), which runs with "
+            "`--metrics-endpoint-auth=false` so Managed Prometheus can scrape it.",
             height=1,
         ),
         Chart("Serving leaders up by role", (PromQL(f"sum by (job) (up{sel})"),), "leaders"),
@@ -269,22 +269,8 @@ def vllm_widgets(scope: Scope) -> list[Widget]:
             (PromQL(f"sum by (job) (rate(vllm:request_success_total{sel}[{RATE_WINDOW}]))"),),
             "req/s",
         ),
-        Chart(
-            "Time to first token p50 / p90 by role",
-            (
-                PromQL(_quantile(0.5, "vllm:time_to_first_token_seconds", sel, "job"), "s"),
-                PromQL(_quantile(0.9, "vllm:time_to_first_token_seconds", sel, "job"), "s"),
-            ),
-            "seconds",
-        ),
-        Chart(
-            "Inter-token latency p50 / p90 by role",
-            (
-                PromQL(_quantile(0.5, "vllm:inter_token_latency_seconds", sel, "job"), "s"),
-                PromQL(_quantile(0.9, "vllm:inter_token_latency_seconds", sel, "job"), "s"),
-            ),
-            "seconds",
-        ),
+        _latency_chart("Time to first token p50 / p90 by role", "vllm:time_to_first_token_seconds", sel, "job"),
+        _latency_chart("Inter-token latency p50 / p90 by role", "vllm:inter_token_latency_seconds", sel, "job"),
         Chart(
             "Queue: waiting and running requests by role",
             (
@@ -333,6 +319,11 @@ def vllm_widgets(scope: Scope) -> list[Widget]:
     ]
 
 
+def _latency_chart(title: str, metric: str, selector: str, by: str) -> Chart:
+    """p50 and p90 of a latency histogram, in seconds."""
+    return Chart(title, tuple(PromQL(_quantile(q, metric, selector, by), "s") for q in (0.5, 0.9)), "seconds")
+
+
 def jetstream_widgets(scope: Scope) -> list[Widget]:
     sel = scope.prom(job=JETSTREAM_JOB)
     return [
@@ -348,22 +339,8 @@ def jetstream_widgets(scope: Scope) -> list[Widget]:
             (PromQL(f"sum(rate(jetstream_request_success_count_total{sel}[{RATE_WINDOW}]))"),),
             "req/s",
         ),
-        Chart(
-            "Time to first token p50 / p90",
-            (
-                PromQL(_quantile(0.5, "jetstream_time_to_first_token", sel, ""), "s"),
-                PromQL(_quantile(0.9, "jetstream_time_to_first_token", sel, ""), "s"),
-            ),
-            "seconds",
-        ),
-        Chart(
-            "Time per output token p50 / p90",
-            (
-                PromQL(_quantile(0.5, "jetstream_time_per_output_token", sel, ""), "s"),
-                PromQL(_quantile(0.9, "jetstream_time_per_output_token", sel, ""), "s"),
-            ),
-            "seconds",
-        ),
+        _latency_chart("Time to first token p50 / p90", "jetstream_time_to_first_token", sel, ""),
+        _latency_chart("Time per output token p50 / p90", "jetstream_time_per_output_token", sel, ""),
         Chart(
             "Prefill backlog (queue) by pod",
             (PromQL(f"sum by (instance) (jetstream_prefill_backlog_size{sel})"),),
