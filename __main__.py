@@ -221,7 +221,8 @@ if serving.backend is Backend.VLLM_PD:
             gateway_name=serving.gateway.name,
             pool_selector=pool_selector(guide),
             image=versions.endpoint_picker_image,
-            depends_on=[inference_crds, gateway.gateway],
+            depends_on=[inference_crds, queues.namespace],
+            gateway=gateway.gateway,
         ),
     )
     vllm = serving.vllm
@@ -253,7 +254,7 @@ if serving.backend is Backend.VLLM_PD:
             provider=provider,
             namespace=serving.namespace,
             guide=guide,
-            model_label=model.name.rsplit("/", 1)[-1],
+            model_label=model.label,
             generation=generation,
             machine_vcpus=machine.vcpus,
             machine_memory_gib=machine.memory_gib,
@@ -360,8 +361,8 @@ if serving.backend is Backend.JETSTREAM:
 # Observability: what Managed Prometheus scrapes, a dashboard, and opt-in alerts.
 observability = config.observability
 serving_namespace = {
-    Backend.VLLM_PD: lambda: [queues.namespace, pd, router],
-    Backend.JETSTREAM: lambda: [jetstream],
+    Backend.VLLM_PD: lambda: [queues.namespace],
+    Backend.JETSTREAM: lambda: [jetstream.namespace],
 }.get(serving.backend)
 if observability.pod_monitoring and serving_namespace is not None:
     PodMonitorings(

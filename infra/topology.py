@@ -84,6 +84,10 @@ class Generation:
     cube: str | None = None  # the unit a reservation sub-block and a super-slice are made of
     max_cubes: int = 0
     subslice_shapes: tuple[str, ...] = ()  # shapes the slice controller carves inside one cube
+    # Backend names for the chip, or None where the backend has none: Saxml's --platform_chip
+    # (model_service_main.py lists no v5p/v6e/TPU7x string) and Pathways' --instance_type prefix.
+    saxml_chip: str | None = None
+    pathways_type: str | None = None
 
     def machine_type(self, name: str) -> MachineType:
         for machine in self.machine_types:
@@ -217,6 +221,7 @@ CATALOG: dict[str, Generation] = {
         multi_host_machine_type="ct5p-hightpu-4t",
         small_shapes=_v4_style_small_shapes(),
         max_chips=8960,
+        pathways_type="tpuv5p",
     ),
     "v6e": Generation(
         name="v6e",
@@ -233,6 +238,7 @@ CATALOG: dict[str, Generation] = {
         multi_host_machine_type="ct6e-standard-4t",
         small_shapes=_TWO_D_SHAPES,
         max_chips=256,
+        pathways_type="tpuv6e",
     ),
     "v5e": Generation(
         name="v5e",
@@ -249,6 +255,8 @@ CATALOG: dict[str, Generation] = {
         multi_host_machine_type="ct5lp-hightpu-4t",
         small_shapes=_TWO_D_SHAPES,
         max_chips=256,
+        saxml_chip="tpuv5e",
+        pathways_type="tpuv5e",
     ),
 }
 

@@ -22,9 +22,9 @@ def cluster_provider(cluster: Cluster) -> kubernetes.Provider:
         kubernetes.ProviderArgs(
             kubeconfig=cluster.kubeconfig,
             enable_server_side_apply=True,
-            # Kubernetes objects go with the cluster; this keeps a destroy of an
-            # already-deleted cluster from hanging on unreachable objects.
-            delete_unreachable=True,
+            # Not delete_unreachable: a transient auth or network failure during a
+            # refresh would drop every object from state. After deleting a cluster out
+            # of band, run `PULUMI_K8S_DELETE_UNREACHABLE=true pulumi destroy` (README).
         ),
         opts=pulumi.ResourceOptions(parent=cluster, depends_on=[cluster.cluster, cluster.system_pool]),
     )

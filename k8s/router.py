@@ -70,6 +70,7 @@ class RouterArgs:
     name: str  # the InferencePool's name; the EPP is `<name>-epp`
     namespace: str
     gateway_name: str
+    gateway: pulumi.Resource  # only the HTTPRoute waits for it
     pool_selector: Mapping[str, str]
     image: str
     depends_on: Sequence[pulumi.Resource] = ()
@@ -171,6 +172,9 @@ class Router(pulumi.ComponentResource):
             return meta.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)
 
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        # The pool comes first: the EPP reports ready only once it has synced its pool,
+        # so a pool created after the EPP's rollout would never let the rollout finish.
+        self.pool = KubernetesObject("inference-pool", pool_body(args), child)
         account = core.ServiceAccount("epp-service-account", metadata=meta_for(epp), opts=child)
         role = rbac.Role(
             "epp-role",
@@ -280,17 +284,22 @@ class Router(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[*args.depends_on, account, role, binding, config]
+                parent=self,
+                provider=args.provider,
+                depends_on=[*args.depends_on, account, role, binding, config, self.pool],
             ),
         )
-        after_epp = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=[*args.depends_on, self.epp, service]
-        )
-        self.pool = KubernetesObject("inference-pool", pool_body(args), after_epp)
         after_pool = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[*args.depends_on, self.pool]
         )
-        self.route = KubernetesObject("http-route", route_body(args), after_pool)
+        # Traffic only once the picker answers and the Gateway exists.
+        self.route = KubernetesObject(
+            "http-route",
+            route_body(args),
+            pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[*args.depends_on, self.epp, service, args.gateway]
+            ),
+        )
         KubernetesObject("health-check-policy", health_check_body(args), after_pool)
         KubernetesObject("backend-policy", backend_policy_body(args), after_pool)
         self.register_outputs({"pool": args.name})

@@ -296,8 +296,10 @@ class TpuConfig(StrictModel):
 class Versions(StrictModel):
     """Every chart, manifest and image the program deploys, pinned."""
 
-    jobset: ChartVersion = "0.11.1"
-    kueue: ChartVersion = "0.17.4"
+    # Newer than the reference's 0.11.1 / v0.17.4: llm-d's dynamic-slicing guide asks for
+    # JobSet >= v0.12.0 and Kueue >= v0.18.2 (dynamic-slicing.md §14.6).
+    jobset: ChartVersion = "0.12.0"
+    kueue: ChartVersion = "0.19.2"
     lws: ChartVersion = "v0.8.0"  # the LWS chart tags carry the v
     slice_controller_image: Image = "tpuongke/kueue-slice-controller:v0.8.0-200"
     # The newest JAX AI image tag evidenced on TPU7x (jax 0.8.1, libtpu 0.0.30).
@@ -393,13 +395,32 @@ class Backend(StrEnum):
     NONE = "none"
 
 
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
 class ModelConfig(StrictModel):
-    name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1)
+    name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1, max_length=256)
     weights_bucket: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
     path: str = Field("", pattern=r"^[^\s]*$")
     parameters_billions: float = Field(397.0, gt=0, le=100_000)
     bytes_per_parameter: float = Field(1.0, gt=0, le=8)
     kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
+
+    @field_validator("name")
+    @classmethod
+    def _labelled(cls, value: str) -> str:
+        # The last path segment labels the model servers (llm-d.ai/model): a Kubernetes label value.
+        label = value.rsplit("/", 1)[-1]
+        if not LABEL_VALUE.match(label):
+            raise ValueError(
+                f"{label!r} (the part after the last '/') must be a Kubernetes label value: at most 63 letters, "
+                "digits, '-', '_' or '.', starting and ending with a letter or digit"
+            )
+        return value
+
+    @property
+    def label(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
 
     @property
     def weights_bytes(self) -> int:
@@ -444,6 +465,11 @@ class SliceConfig(StrictModel):
     def _shape(self) -> SliceConfig:
         try:
             generation = topology.generation_of(self.machine_type)
+            if generation.cube is not None:
+                raise topology.TopologyError(
+                    f"{self.machine_type} ({generation.name}) serves through dynamic slicing: "
+                    "use serving.backend vllm-pd (or none) with the tpu block"
+                )
             shape = generation.allowed_shape(self.topology)
             host = generation.host_machine(shape)
         except topology.TopologyError as err:
@@ -626,6 +652,22 @@ class StackConfig(StrictModel):
         if self.reservation is not None and self.reservation.sub_blocks:
             raise ValueError("reservation.subBlocks apply to TPU7x cubes only")
         generation = serving.slice.generation
+        if serving.backend is Backend.SAXML and generation.saxml_chip is None:
+            raise ValueError(
+                f"serving.slice.machineType {serving.slice.machine_type}: Saxml has no chip name for {generation.name} "
+                "(its model servers know tpuv5e); use a v5e slice or serving.backend jetstream"
+            )
+        multi_host = generation.vms(serving.slice.shape) > 1
+        if serving.backend is Backend.JETSTREAM and multi_host and generation.pathways_type is None:
+            raise ValueError(
+                f"serving.slice {serving.slice.topology} on {generation.name} spans several VMs, and Pathways "
+                "(JetStream's multi-host path) has no instance type for it; use a single-host topology"
+            )
+        if serving.backend is Backend.SAXML and len(self.names.sax_account) < 6:
+            raise ValueError(
+                f"namePrefix {self.name_prefix!r} is too short: the Saxml service account id "
+                f"{self.names.sax_account!r} needs 6 to 30 characters"
+            )
         model = serving.model
         needed = model.weights_bytes / (1.0 - model.kv_cache_headroom)
         hbm = generation.hbm_bytes(serving.slice.shape)

@@ -130,6 +130,9 @@ def test_saxml_model_server_jobset(saxml: PlanResult) -> None:
     assert env == {"SAX_ROOT": "gs://example-tpu-project-saxml-v5e-sax/sax-root", "MEGASCALE_NUM_SLICES": ""}
     assert container["resources"]["limits"] == {"google.com/tpu": "4"}
     assert "securityContext" not in container  # no privileged pods on GKE >= 1.28.7
+    # Host-network pods bypass Workload Identity and would lose access to the Sax bucket.
+    assert "hostNetwork" not in pod
+    assert body["spec"]["network"] == {"enableDNSHostnames": True}
     for pool in slice_pools(saxml):
         assert saxml.depends_on(saxml.one(JOBSET), pool)
     assert saxml.depends_on(saxml.one(JOBSET), saxml.one("kubernetes:helm.sh/v3:Release", "jobset"))
@@ -196,6 +199,25 @@ def test_model_that_does_not_fit_names_the_minimum_topology() -> None:
     message = str(caught.value)
     assert "serving.slice.topology 4x4 holds 256 GiB HBM" in message
     assert "the smallest v5e topology that fits is 4x8" in message
+
+
+@pytest.mark.parametrize(
+    ("stack", "slice_", "message"),
+    [
+        ("saxml-v5e", {"machineType": "tpu7x-standard-4t", "topology": "2x2x2"}, "serves through dynamic slicing"),
+        ("saxml-v5e", {"machineType": "ct6e-standard-4t", "topology": "4x8"}, "Saxml has no chip name for v6e"),
+        ("jetstream-v5e", {"machineType": "ct5p-hightpu-4t", "topology": "2x2x2"}, None),
+    ],
+)
+def test_slices_the_backend_cannot_run_are_refused(stack: str, slice_: dict[str, str], message: str | None) -> None:
+    serving = _serving(stack)
+    serving["slice"] = slice_
+    raw, secrets = stack_config(stack, {"serving": serving})
+    if message is None:  # v5p multi-host has a Pathways type: accepted
+        assert load(raw, stack=stack, project="example-tpu-project", secret_keys=secrets).serving.slice.topology
+        return
+    with pytest.raises(ConfigError, match=message):
+        load(raw, stack=stack, project="example-tpu-project", secret_keys=secrets)
 
 
 def test_dynamic_slicing_keys_are_refused_with_saxml() -> None:

@@ -41,6 +41,7 @@ def tpu_pools(plan: PlanResult) -> list[Resource]:
 def test_provider_uses_the_cluster_kubeconfig_with_server_side_apply(dev_plan: PlanResult) -> None:
     provider = dev_plan.one(PROVIDER, "gke")
     assert provider.get("enableServerSideApply") in (True, "true")
+    assert provider.get("deleteUnreachable") is None  # opt-in only: a refresh during an outage would drop state
     assert "gke-gcloud-auth-plugin" in provider.get("kubeconfig")
     cluster = dev_plan.one("gcp:container/cluster:Cluster")
     system = dev_plan.one("gcp:container/nodePool:NodePool", "system-pool")
@@ -60,8 +61,8 @@ def test_every_kubernetes_object_uses_the_cluster_provider(checks_plan: PlanResu
 @pytest.mark.parametrize(
     ("name", "chart", "version", "namespace"),
     [
-        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.11.1", "jobset-system"),
-        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.17.4", "kueue-system"),
+        ("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "0.12.0", "jobset-system"),
+        ("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", "kueue-system"),
         ("lws", "oci://registry.k8s.io/lws/charts/lws", "v0.8.0", "lws-system"),
     ],
 )
@@ -78,8 +79,9 @@ def test_controllers_are_pinned_helm_releases_that_wait(
 
 
 def test_versions_come_from_config(run_dev: DevRunner) -> None:
-    plan = run_dev({"versions": {"kueue": "0.19.2", "jobset": "0.12.0", "lws": "v0.10.0"}})
-    assert [plan.one(RELEASE, n).get("version") for n in ("jobset", "kueue", "lws")] == ["0.12.0", "0.19.2", "v0.10.0"]
+    # The reference's versions remain selectable.
+    plan = run_dev({"versions": {"kueue": "0.17.4", "jobset": "0.11.1", "lws": "v0.10.0"}})
+    assert [plan.one(RELEASE, n).get("version") for n in ("jobset", "kueue", "lws")] == ["0.11.1", "0.17.4", "v0.10.0"]
 
 
 def test_slice_controller_installs_last_and_its_webhooks_wait_for_it(dev_plan: PlanResult) -> None:

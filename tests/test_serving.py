@@ -161,6 +161,25 @@ def test_router_objects(dev_plan: PlanResult) -> None:
     assert backend.get("spec.targetRef.kind") == "InferencePool"
 
 
+def test_router_order_lets_the_picker_become_ready(dev_plan: PlanResult) -> None:
+    pool = dev_plan.one("kubernetes:inference.networking.k8s.io/v1:InferencePool")
+    epp = dev_plan.one("kubernetes:apps/v1:Deployment", "epp")
+    gateway = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:Gateway")
+    route = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
+    # The picker reports ready only after syncing its pool: the pool must not wait for it.
+    assert dev_plan.depends_on(epp, pool) and not dev_plan.depends_on(pool, epp)
+    assert dev_plan.depends_on(route, epp) and dev_plan.depends_on(route, gateway)
+    for resource in (pool, epp):
+        assert not dev_plan.depends_on(resource, gateway), "only the route needs the Gateway"
+
+
+def test_model_names_must_make_valid_labels() -> None:
+    with pytest.raises(ConfigError, match=r"serving\.model\.name"):
+        config_with({"serving": {"model": {"name": "org/my:model"}}})
+    with pytest.raises(ConfigError, match="label value"):
+        config_with({"serving": {"model": {"name": "org/" + "m" * 64}}})
+
+
 def test_gateway_is_internal_and_waits_for_its_address(dev_plan: PlanResult) -> None:
     gateway = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:Gateway")
     assert gateway.get("spec.gatewayClassName") == "gke-l7-rilb"

@@ -64,11 +64,6 @@ INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 
 # Pathways names a slice `<type>:<topology>`; keyed by the GKE accelerator label.
-PATHWAYS_TPU_TYPES = {
-    "tpu-v5-lite-podslice": "tpuv5e",
-    "tpu-v6e-slice": "tpuv6e",
-    "tpu-v5p-slice": "tpuv5p",
-}
 
 # The jetstream-pathways image takes the MaxText config file as its first argument;
 # the maxengine-server image's entrypoint already passes it.
@@ -150,10 +145,9 @@ def pathways_scratch(args: JetstreamArgs) -> str:
 def pathways_instance_type(args: JetstreamArgs) -> str:
     """The resource manager's `--instance_type`, e.g. `tpuv6e:4x4`."""
     label = args.generation.accelerator_label
-    if label not in PATHWAYS_TPU_TYPES:
-        known = ", ".join(sorted(PATHWAYS_TPU_TYPES))
-        raise ValueError(f"no Pathways TPU type is known for {args.generation.name} ({label}); known: {known}")
-    return f"{PATHWAYS_TPU_TYPES[label]}:{slice_shape(args)}"
+    if args.generation.pathways_type is None:
+        raise ValueError(f"no Pathways TPU type is known for {args.generation.name} ({label})")
+    return f"{args.generation.pathways_type}:{slice_shape(args)}"
 
 
 def _image(args: JetstreamArgs, key: str) -> str:
@@ -414,6 +408,7 @@ def _service_name(metadata: Any) -> str:
 
 
 class Jetstream(pulumi.ComponentResource):
+    namespace: core.Namespace
     service_account: core.ServiceAccount
     members: list[gcp.storage.BucketIAMMember]
     server: apps.Deployment | KubernetesObject
@@ -424,7 +419,7 @@ class Jetstream(pulumi.ComponentResource):
     def __init__(self, name: str, args: JetstreamArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:workloads:Jetstream", name, None, opts)
         multi_host = is_multi_host(args)
-        namespace = core.Namespace(
+        self.namespace = namespace = core.Namespace(
             f"{name}-namespace",
             metadata={"name": args.namespace, "labels": dict(COMMON_LABELS)},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),

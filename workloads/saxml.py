@@ -33,8 +33,6 @@ HTTP_PORT = 8888
 ADMIN_PORT = 10000
 MODEL_PORT = 10001
 INTERNAL_LB = {"networking.gke.io/load-balancer-type": "Internal"}
-# Saxml's --platform_chip strings (model_service_main.py); v6e has none.
-PLATFORM_CHIP = {"tpu-v5-lite-podslice": "tpuv5e", "tpu-v5p-slice": "tpuv4"}
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,9 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
     shape = Topology.parse(args.topology)
     pods = args.generation.vms(shape)
     chips = args.generation.host_machine(shape).chips_per_vm
-    chip = PLATFORM_CHIP.get(args.generation.accelerator_label, "tpuv5e")
+    chip = args.generation.saxml_chip
+    if chip is None:  # the configuration refuses these generations for Saxml
+        raise ValueError(f"Saxml has no --platform_chip for {args.generation.name}")
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
@@ -91,6 +91,7 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
         },
         "spec": {
             "failurePolicy": {"maxRestarts": 4},
+            "network": {"enableDNSHostnames": True},
             "replicatedJobs": [
                 {
                     "name": "sax-model-server",
@@ -104,10 +105,10 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
                                 "metadata": {"labels": _labels("sax-model-server")},
                                 "spec": {
                                     "serviceAccountName": KSA,
-                                    # Each pod owns a whole VM; host networking is what the
-                                    # multi-host TPU runtime and the tutorial use.
-                                    "hostNetwork": True,
-                                    "dnsPolicy": "ClusterFirstWithHostNet",
+                                    # No hostNetwork (unlike the tutorial): host-network pods bypass
+                                    # Workload Identity and would run as the node's service account,
+                                    # which has no access to the Sax bucket. JobSet's DNS hostnames
+                                    # give the TPU runtime its peers.
                                     "nodeSelector": {
                                         "cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label,
                                         "cloud.google.com/gke-tpu-topology": args.topology,
