@@ -28,14 +28,32 @@ def _label(resource: Resource) -> str:
 
 
 def edges(result: PlanResult) -> list[tuple[Resource, Resource]]:
-    """(dependent, dependency) between resources, with components as their own nodes."""
+    """(dependent, dependency) pairs; a dependency on every resource of a component is drawn
+    as one edge to the component, which is how the program states it."""
     by_urn = result.by_urn()
-    pairs = {
-        (resource.urn, dep)
-        for resource in result.resources
-        for dep in resource.dependencies
-        if dep in by_urn and dep != resource.urn
-    }
+    children: dict[str, list[str]] = {}
+    for resource in result.resources:
+        children.setdefault(resource.parent, []).append(resource.urn)
+
+    def descendants(urn: str) -> set[str]:
+        found: set[str] = set()
+        for child in children.get(urn, []):
+            found |= {child} if by_urn[child].custom else set()
+            found |= descendants(child)
+        return found
+
+    def depth(urn: str) -> int:
+        return 0 if urn not in by_urn else 1 + depth(by_urn[urn].parent)
+
+    components = sorted((r for r in result.resources if not r.custom), key=lambda r: (depth(r.urn), r.urn))
+    groups = [(c.urn, descendants(c.urn)) for c in components]
+    pairs = set()
+    for resource in result.resources:
+        deps = {d for d in resource.dependencies if d in by_urn and d != resource.urn}
+        for component, members in groups:
+            if members and members <= deps and resource.urn not in members:
+                deps = (deps - members) | {component}
+        pairs |= {(resource.urn, d) for d in deps}
     return [(by_urn[a], by_urn[b]) for a, b in sorted(pairs)]
 
 
@@ -72,7 +90,12 @@ def dot(result: PlanResult) -> str:
     children: dict[str, list[Resource]] = {}
     for resource in result.resources:
         children.setdefault(resource.parent, []).append(resource)
-    lines = ["digraph stack {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    lines = [
+        "digraph stack {",
+        "  rankdir=LR;",
+        "  compound=true;",
+        '  node [shape=box, fontname="Helvetica", fontsize=10];',
+    ]
 
     def emit(resource: Resource, depth: int) -> None:
         pad = "  " * depth
@@ -90,7 +113,9 @@ def dot(result: PlanResult) -> str:
     for root in sorted((r for r in result.resources if r.parent not in by_urn), key=lambda r: (r.type, r.name)):
         emit(root, 1)
     for dependent, dependency in edges(result):
-        lines.append(f"  {_node_id(dependent)} -> {_node_id(dependency)};")
+        # An edge to a component ends at its cluster's border.
+        head = "" if dependency.custom else f" [lhead=cluster_{_node_id(dependency)}]"
+        lines.append(f"  {_node_id(dependent)} -> {_node_id(dependency)}{head};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
