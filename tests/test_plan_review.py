@@ -132,6 +132,14 @@ def test_mermaid_groups_components_and_draws_edges(dev_plan: PlanResult) -> None
     cluster = dev_plan.one("gcp:container/cluster:Cluster")
     assert f"{graph._node_id(pool)} --> {graph._node_id(cluster)}" in text
     assert text.count("-->") == len(graph.edges(dev_plan))
+    # A dependency on a whole component is one edge to the component, not one per child.
+    lws = dev_plan.one("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "prefill-lws")
+    slice_controller = dev_plan.one("tpu-slicing:k8s:SliceController")
+    targets = {dependency.urn for dependent, dependency in graph.edges(dev_plan) if dependent is lws}
+    assert slice_controller.urn in targets
+    assert not any(
+        urn.startswith(slice_controller.urn.rsplit("::", 1)[0] + "$") for urn in targets - {slice_controller.urn}
+    )
     dot = graph.dot(dev_plan)
     assert dot.startswith("digraph stack {") and dot.count("->") == len(graph.edges(dev_plan))
 
