@@ -311,7 +311,7 @@ class Versions(StrictModel):
     def _known_inference_release(cls, value: str) -> str:
         return inference_releases.release(value).version
 
-    # llm-d's v7 P/D guide pins this release for TPUConnectorHMA, instead of the reference's nightly.
+    # llm-d's v7 P/D guide pins this release for TPUConnectorHMA; the reference used an unpinned daily build.
     vllm_image: Image = "docker.io/vllm/vllm-tpu:v0.26.0"
     routing_sidecar_image: Image = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
     endpoint_picker_image: Image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
