@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks
+.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,22 @@ $(VENV)/.runtime: requirements.txt constraints.txt
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	touch $@
+
+# The policy pack's own virtualenv: the CLI runs a local pack from policy/venv but never creates it.
+policy/venv/.ready: policy/requirements.txt constraints.txt
+	$(PYTHON) -m venv policy/venv
+	policy/venv/bin/python -m pip install -q --disable-pip-version-check -r policy/requirements.txt
+	touch $@
+
+policy-venv: policy/venv/.ready
+
+## engine: build the real pulumi CLI and Kubernetes provider from pinned Go modules (cached outside the repo)
+engine:
+	bash tools/engine/build.sh
+
+## real-preview: a real `pulumi preview` of stack $(STACK) on a local backend (stand-ins for GCP, see README)
+real-preview: engine $(VENV)/.dev policy/venv/.ready
+	$(PY) -m tests.engine preview --stack $(STACK)
 
 ## plan: print what stack $(STACK) would create (no Pulumi CLI, no cloud credentials)
 plan: $(VENV)/.runtime
@@ -49,15 +65,16 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev
+unit: $(VENV)/.dev engine policy/venv/.ready
 	$(PY) -m pytest -n auto
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
-bench: $(VENV)/.dev
+bench: $(VENV)/.dev engine policy/venv/.ready
 	$(PY) benchmarks/bench_plan.py
+	$(PY) benchmarks/bench_engine.py
 
 lock: $(VENV)/.dev
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Exact versions of every package, direct and transitive, installed with -c.\n# Regenerate with: make lock' > constraints.txt
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) policy/venv build .mypy_cache .ruff_cache .pytest_cache .hypothesis

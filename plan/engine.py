@@ -182,6 +182,39 @@ def mask(value: Any) -> Any:
     return value
 
 
+def cloud_state(token: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The id and state a cloud would return on create: the inputs plus what the program reads back.
+
+    Shared by the mock engine and the stand-in GCP provider (`tests/standins/gcp_provider.py`),
+    so the offline plan and the real engine see the same placeholders.
+    """
+    state = dict(inputs)
+    if token == "gcp:container/cluster:Cluster":
+        state["endpoint"] = PLACEHOLDER_ENDPOINT
+        state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
+        state.setdefault("location", inputs.get("location"))
+    elif token == "gcp:serviceaccount/account:Account":
+        email = f"{inputs['accountId']}@{inputs.get('project', 'project')}.iam.gserviceaccount.com"
+        state.update(email=email, member=f"serviceAccount:{email}", name=f"projects/-/serviceAccounts/{email}")
+    elif token == "gcp:monitoring/dashboard:Dashboard":
+        return (f"projects/{PLACEHOLDER_PROJECT_NUMBER}/dashboards/placeholder-{name}", state)
+    elif token.startswith("gcp:compute/"):
+        state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/{name}")
+    elif token == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
+        state["status"] = {"loadBalancer": {"ingress": [{"ip": PLACEHOLDER_LOAD_BALANCER_IP}]}}
+    elif token.startswith("kubernetes:gateway.networking.k8s.io/v1:Gateway"):
+        state["status"] = {"addresses": [{"type": "IPAddress", "value": PLACEHOLDER_GATEWAY_IP}]}
+    return (f"{name}-id", state)
+
+
+def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """What the cloud answers to the invokes this program makes."""
+    if token == "gcp:organizations/getProject:getProject":
+        project = args.get("projectId") or "project"
+        return {"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}
+    raise NotImplementedError(f"no placeholder answer for the invoke {token}")
+
+
 class PlanMocks(pulumi.runtime.Mocks):
     """Echo inputs back as state and add the outputs a real provider would compute."""
 
@@ -189,33 +222,24 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.preview = preview
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        state = dict(args.inputs)
         if self.preview or not args.custom:
-            return (None if self.preview else f"{args.name}-id", state)
-        token = args.typ
-        if token == "gcp:container/cluster:Cluster":
-            state["endpoint"] = PLACEHOLDER_ENDPOINT
-            state["masterAuth"] = {"clusterCaCertificate": PLACEHOLDER_CA}
-            state.setdefault("location", args.inputs.get("location"))
-        elif token == "gcp:serviceaccount/account:Account":
-            email = f"{args.inputs['accountId']}@{args.inputs.get('project', 'project')}.iam.gserviceaccount.com"
-            state.update(email=email, member=f"serviceAccount:{email}", name=f"projects/-/serviceAccounts/{email}")
-        elif token == "gcp:monitoring/dashboard:Dashboard":
-            return (f"projects/{PLACEHOLDER_PROJECT_NUMBER}/dashboards/placeholder-{args.name}", state)
-        elif token.startswith("gcp:compute/"):
-            state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/{args.name}")
-        elif token == "kubernetes:core/v1:Service" and (args.inputs.get("spec") or {}).get("type") == "LoadBalancer":
-            state["status"] = {"loadBalancer": {"ingress": [{"ip": PLACEHOLDER_LOAD_BALANCER_IP}]}}
-        elif token.startswith("kubernetes:gateway.networking.k8s.io/v1:Gateway"):
-            state["status"] = {"addresses": [{"type": "IPAddress", "value": PLACEHOLDER_GATEWAY_IP}]}
-        return (f"{args.name}-id", state)
+            return (None if self.preview else f"{args.name}-id", dict(args.inputs))
+        return cloud_state(args.typ, args.name, args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        if args.token == "gcp:organizations/getProject:getProject":
-            project = args.args.get("projectId") or "project"
-            # An empty failure list: the mock monitor iterates over it.
-            return ({"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}, [])
-        raise NotImplementedError(f"the mock engine does not answer the invoke {args.token}")
+        # An empty failure list: the mock monitor iterates over it.
+        return (cloud_invoke(args.token, args.args), [])
+
+
+def engine_urn(urn: str) -> str:
+    """A URN as the real engine writes it: the root stack is never part of a resource's type chain.
+
+    The SDK's mock monitor builds `...::pulumi:pulumi:Stack$tpu-slicing:infra:Cluster::cluster`
+    for a child of the stack; the engine leaves the root stack's type out of the chain
+    (pkg/resource/deploy/deployment.go, `generateURN`) and writes `...::tpu-slicing:infra:Cluster::cluster`.
+    Found by comparing `pulumi preview --json` with this plan (tests/test_real_engine.py).
+    """
+    return urn.replace("::pulumi:pulumi:Stack$", "::")
 
 
 class RecordingMonitor(runtime_mocks.MockMonitor):
@@ -233,14 +257,14 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
         registered = self.resources[response.urn]
         self.recorded.append(
             Resource(
-                urn=response.urn,
+                urn=engine_urn(response.urn),
                 type=request.type,
                 name=request.name,
                 custom=bool(request.custom),
                 remote=bool(request.remote),
-                parent=request.parent,
-                provider=request.provider,
-                dependencies=list(request.dependencies),
+                parent=engine_urn(request.parent),
+                provider=engine_urn(request.provider),
+                dependencies=[engine_urn(dep) for dep in request.dependencies],
                 inputs=dict(inputs),
                 outputs=dict(registered.state),
                 protect=bool(request.protect),

@@ -1,0 +1,156 @@
+"""The real Pulumi CLI and engine on every stack file: init, the README's config commands, preview.
+
+Real here: the `pulumi` CLI and its engine (project and stack-config rules, secrets, plan,
+policy pack loading), the Python SDK, and the Kubernetes provider, all at their pins, built by
+`make engine`. Stand-ins (tests/standins/, each says what it cannot show): the Python language
+host, the GCP provider and the Command provider, whose modules the proxy does not serve.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plan import engine as offline
+from tests.engine import PASSPHRASE, ROOT, Engine, Workspace
+
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+PROJECT_ID = "my-tpu-project"
+TOKEN = "hf_realEngineTestToken0123456789"
+
+
+def readme_deploy_commands() -> list[str]:
+    """The `pulumi ...` lines of the README's Deploy block, comments stripped."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### Deploy", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    return Engine.create(tmp_path_factory.mktemp("engine"))
+
+
+def _initialised(engine: Engine, stack: str, label: str) -> Workspace:
+    """A new stack made with the README's own commands, the stack file copied first."""
+    ws = engine.workspace(f"{label}-{stack}")
+    substitutions = {
+        "Pulumi.dev.yaml": f"Pulumi.{stack}.yaml",
+        "my-block-0": f"{stack}-new",
+        "my-project": PROJECT_ID,
+        "hf_...": TOKEN,
+    }
+    for command in readme_deploy_commands():
+        if command.startswith(("pulumi login", "pulumi preview", "pulumi up", "pulumi stack output")):
+            continue  # the backend is the test's; preview, up and output are what the tests check
+        line = command
+        for old, new in substitutions.items():
+            line = line.replace(old, new)
+        done = ws.shell(line)
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    return ws
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def previewed(request: pytest.FixtureRequest, engine: Engine) -> Iterator[tuple[str, Workspace, Any, dict, Any]]:
+    stack = request.param
+    ws = _initialised(engine, stack, "preview")
+    # The README's command, verbatim, then the same preview as JSON for the resource list.
+    readme = ws.shell(f"pulumi preview --diff --policy-pack policy --stack {stack}-new")
+    done, document = ws.preview_steps(f"{stack}-new", "--policy-pack", "policy")
+    yield stack, ws, done, document, readme
+
+
+def test_readme_deploy_copies_the_stack_file_before_stack_init() -> None:
+    commands = readme_deploy_commands()
+    copy = next(i for i, c in enumerate(commands) if c.startswith("cp Pulumi.dev.yaml"))
+    init = next(i for i, c in enumerate(commands) if c.startswith("pulumi stack init"))
+    assert copy < init, "stack init must see the copied file, or the secrets provider it writes is lost"
+    assert "pulumi preview --diff --policy-pack policy" in commands
+
+
+def test_preview_of_a_new_stack_completes_under_the_real_engine(previewed: tuple) -> None:
+    stack, _ws, done, document, _readme = previewed
+    assert done.returncode == 0, f"{stack}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert document["steps"], document
+    assert all(step["op"] == "create" for step in document["steps"])
+
+
+def _engine_urns(document: dict, stack: str) -> set[str]:
+    urns = set()
+    for step in document["steps"]:
+        urn = step["urn"]
+        if "::pulumi:pulumi:Stack::" in urn or re.search(r"::pulumi:providers:[^:]+::default", urn):
+            continue  # created by the engine, not registered by the program
+        urns.add(urn.replace(f"urn:pulumi:{stack}-new::", "urn:pulumi:STACK::"))
+    return urns
+
+
+def test_real_preview_registers_exactly_what_the_offline_plan_registers(previewed: tuple) -> None:
+    stack, ws, done, document, _readme = previewed
+    assert done.returncode == 0
+    config, secret_keys = offline.read_stack_config(ws.root / f"Pulumi.{stack}-new.yaml")
+    plan = offline.run(config, stack=f"{stack}-new", secret_keys=secret_keys, preview=True)
+    planned = {r.urn.replace(f"urn:pulumi:{stack}-new::", "urn:pulumi:STACK::") for r in plan.resources}
+    assert _engine_urns(document, stack) == planned
+
+
+def test_the_policy_pack_ran_under_the_cli(previewed: tuple) -> None:
+    stack, _ws, _done, _document, readme = previewed
+    assert readme.returncode == 0, f"{stack}:\n{readme.stdout[-4000:]}\n{readme.stderr[-4000:]}"
+    # With --diff the CLI ends a preview with the table of the packs it ran.
+    assert re.search(
+        r"Policy Packs run:\n\s+Name\s+Version\n\s+tpu-slicing-guardrails\|local\|policy\s+0\.1\.0", readme.stdout
+    )
+
+
+def test_no_plaintext_secret_in_any_file_the_cli_wrote(previewed: tuple, engine: Engine) -> None:
+    stack, ws, done, _document, _readme = previewed
+    assert done.returncode == 0
+    written = [ws.root / f"Pulumi.{stack}-new.yaml", *sorted((engine.base / "state").rglob("*"))]
+    for path in written:
+        if path.is_file():
+            assert TOKEN not in path.read_text(errors="replace"), path
+            assert PASSPHRASE not in path.read_text(errors="replace"), path
+    stack_file = (ws.root / f"Pulumi.{stack}-new.yaml").read_text()
+    assert re.search(r"tpu-slicing:hfToken:\n\s+secure: ", stack_file)
+    assert "encryptionsalt:" in stack_file
+
+
+def test_config_get_and_stack_output_behave_as_the_readme_says(previewed: tuple) -> None:
+    stack, ws, _done, _document, _readme = previewed
+    name = f"{stack}-new"
+    assert ws.pulumi("config", "get", "gcp:project", "--stack", name).stdout.strip() == PROJECT_ID
+    listed = json.loads(ws.pulumi("config", "--json", "--stack", name).stdout)
+    assert listed["tpu-slicing:hfToken"] == {"secret": True}
+    assert ws.pulumi("config", "get", "tpu-slicing:hfToken", "--stack", name).stdout.strip() == TOKEN
+    # Nothing is deployed by a preview, so the stack has no outputs yet.
+    assert json.loads(ws.pulumi("stack", "output", "--json", "--stack", name).stdout) == {}
+
+
+def test_a_stack_variant_that_breaks_a_policy_is_stopped_by_the_pack_under_the_cli(engine: Engine) -> None:
+    ws = _initialised(engine, "dev", "violation")
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.deletionProtection", "false", "--stack", "dev-new")
+    done = ws.pulumi("preview", "--stack", "dev-new", "--policy-pack", "policy", check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "cluster-deletion-protection" in output
+    assert "mandatory" in output.lower()
+
+
+def test_the_cli_refuses_the_old_project_file(engine: Engine) -> None:
+    ws = engine.workspace("old-project")
+    old = (
+        (ws.root / "Pulumi.yaml")
+        .read_text()
+        .replace("config:\n", "config:\n  gcp:project:\n    description: Google Cloud project.\n", 1)
+    )
+    Path(ws.root / "Pulumi.yaml").write_text(old)
+    done = ws.pulumi("stack", "init", "dev", check=False)
+    assert done.returncode != 0
+    assert "'gcp:project' is namespaced and must provide an attribute 'value'" in done.stdout + done.stderr

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make engine`: the real Pulumi toolchain the real-engine tests run, built from pinned Go modules.
+#
+# Puts into $TPU_SLICING_ENGINE (default ~/.cache/tpu-slicing/engine, outside the repository):
+#   bin/pulumi                      the CLI, github.com/pulumi/pulumi/pkg/v3 (pin: pulumi/go.mod)
+#   bin/pulumi-resource-kubernetes  the Kubernetes provider (pin: kubernetes/go.mod)
+# Idempotent: a binary whose recorded pin matches is kept. A `pulumi` already on PATH is used
+# instead of building one when it is at least the version the Python SDK pins.
+#
+# Only the pins (go.mod, go.sum) and this script are committed; the module downloads live in the
+# Go module cache, the build tree and binaries in the cache folder.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cache="${TPU_SLICING_ENGINE:-$HOME/.cache/tpu-slicing/engine}"
+bin="$cache/bin"
+mkdir -p "$bin" "$cache/stamps" "$cache/src"
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+export GOTOOLCHAIN=local
+
+say() { printf 'engine: %s\n' "$*" >&2; }
+module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
+stamp_ok() { [ -x "$bin/$1" ] && [ -f "$cache/stamps/$1" ] && [ "$(cat "$cache/stamps/$1")" = "$2" ]; }
+# The Python SDK's pinned version is the floor for the CLI (requirements.txt).
+sdk_pin="$(sed -n 's/^pulumi==\([0-9.]*\).*/\1/p' "$root/requirements.txt")"
+
+version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+
+started=$(date +%s)
+
+# --- the pulumi CLI --------------------------------------------------------------------------
+cli_version="$(module_version pulumi github.com/pulumi/pulumi/pkg/v3)"
+ambient="$(command -v pulumi || true)"
+if [ -n "$ambient" ] && [ "$ambient" != "$bin/pulumi" ]; then
+    have="$("$ambient" version 2>/dev/null | sed 's/^v//')"
+    if [ -n "$have" ] && version_at_least "$have" "$sdk_pin"; then
+        say "using pulumi v$have from PATH ($ambient): at least the SDK's $sdk_pin"
+        ln -sf "$ambient" "$bin/pulumi"
+        echo "ambient $have" > "$cache/stamps/pulumi"
+    fi
+fi
+if stamp_ok pulumi "$cli_version stripped" || grep -q '^ambient' "$cache/stamps/pulumi" 2>/dev/null; then
+    say "pulumi $(cat "$cache/stamps/pulumi") is in place"
+else
+    say "building pulumi $cli_version (the SDK pins $sdk_pin; the proxy's nearest at or above it)"
+    (cd "$here/pulumi" && go build -trimpath \
+        -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$cli_version" \
+        -o "$bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+    echo "$cli_version stripped" > "$cache/stamps/pulumi"
+fi
+
+# --- the Kubernetes provider -----------------------------------------------------------------
+# The SDK (pulumi-kubernetes 4.34.2) asks the engine for plugin version 4.34.2.
+k8s_plugin_version="$(sed -n 's/^pulumi-kubernetes==\([0-9.]*\).*/\1/p' "$root/requirements.txt")"
+k8s_module="$(module_version kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)"
+if stamp_ok pulumi-resource-kubernetes "$k8s_module stripped"; then
+    say "pulumi-resource-kubernetes $k8s_module is in place"
+else
+    say "building pulumi-resource-kubernetes $k8s_module (installed as plugin $k8s_plugin_version)"
+    moddir="$(cd "$here/kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
+    work="$cache/src/kubernetes"
+    rm -rf "$work" && mkdir -p "$work"
+    cp "$here/kubernetes/go.mod" "$here/kubernetes/go.sum" "$work/"
+    cp "$moddir/cmd/pulumi-resource-kubernetes/main.go" "$work/"
+    # The provider's release build runs its generate.go first: the schema with the version set,
+    # both JSON files compacted, embedded by main.go (cmd/pulumi-resource-kubernetes/generate.go).
+    python3 - "$moddir/cmd/pulumi-resource-kubernetes" "$work" "$k8s_plugin_version" <<'PY'
+import json, pathlib, sys
+src, out, version = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+schema = json.loads((src / "schema.json").read_text())
+schema["version"] = version
+(out / "schema-embed.json").write_text(json.dumps(schema, separators=(",", ":")))
+mapping = json.loads((src / "terraform-mapping.json").read_text())
+(out / "terraform-mapping-embed.json").write_text(json.dumps(mapping, separators=(",", ":")))
+PY
+    sed -i 's#^module .*#module tpu-slicing.local/engine/kubernetes-build#; /^tool /d' "$work/go.mod"
+    (cd "$work" && go build -trimpath \
+        -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$k8s_plugin_version" \
+        -o "$bin/pulumi-resource-kubernetes" .)
+    echo "$k8s_module stripped" > "$cache/stamps/pulumi-resource-kubernetes"
+fi
+
+say "ready in $(($(date +%s) - started)) s: $("$bin/pulumi" version) and pulumi-resource-kubernetes $k8s_module in $bin ($(du -sh "$cache" | cut -f1))"
