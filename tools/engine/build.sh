@@ -57,7 +57,10 @@ if stamp_ok pulumi-resource-kubernetes "$k8s_module stripped"; then
     say "pulumi-resource-kubernetes $k8s_module is in place"
 else
     say "building pulumi-resource-kubernetes $k8s_module (installed as plugin $k8s_plugin_version)"
-    moddir="$(cd "$here/kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)"
+    # `go mod download` (not `go list -m`) so that an empty module cache is filled first.
+    moddir="$(cd "$here/kubernetes" && go mod download -json github.com/pulumi/pulumi-kubernetes/provider/v4 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+    [ -d "$moddir" ] || { say "could not download the provider module"; exit 1; }
     work="$cache/src/kubernetes"
     rm -rf "$work" && mkdir -p "$work"
     cp "$here/kubernetes/go.mod" "$here/kubernetes/go.sum" "$work/"
