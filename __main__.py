@@ -36,7 +36,7 @@ config = from_runtime()
 names = config.names
 net = config.network
 
-apis = ProjectApis("apis", ProjectApisArgs(project=config.project))
+apis = ProjectApis("apis", ProjectApisArgs(project=config.project, ai_zones=config.platform.ai_zones))
 network = Network(
     "network",
     NetworkArgs(
@@ -60,7 +60,7 @@ cluster = Cluster(
         network=network.network.id,
         subnetwork=network.node_subnet.id,
         version=config.cluster.version,
-        release_channel=config.cluster.release_channel.value,
+        platform=config.platform,
         system_machine_type=config.cluster.system_machine_type,
         system_nodes_per_zone=config.cluster.system_nodes_per_zone,
         deletion_protection=config.cluster.deletion_protection,
@@ -106,6 +106,7 @@ tpu_pools = TpuPools(
         machine_type=machine.name,
         nodes_per_pool=nodes_per_pool,
         service_account=cluster.node_account.email,
+        node_role=cluster.node_role,
         accelerator_label=generation.accelerator_label,
         policy=policy.policy if serving.dynamic_slicing else None,
         tpu_topology=None if serving.dynamic_slicing else serving.slice.topology,

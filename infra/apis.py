@@ -1,4 +1,4 @@
-"""Project services and the AI-zone preview feature the TPU7x zones need."""
+"""Project services, and the AI-zone preview feature when the stack's TPUs live in AI zones."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-# From the reference's step 02; storage is on by default in every project.
+# The reference's step 02, plus what the stack writes to: Cloud Monitoring (the dashboard, the
+# alerts, Managed Prometheus) and Cloud Logging (the node service account's log writes), which
+# new projects often but not always have on. Storage is on in every project.
 REQUIRED_APIS = (
     "container.googleapis.com",
     "compute.googleapis.com",
@@ -15,19 +17,22 @@ REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",
     "file.googleapis.com",
     "networkservices.googleapis.com",
+    "monitoring.googleapis.com",
+    "logging.googleapis.com",
 )
 
 
 @dataclass(frozen=True)
 class ProjectApisArgs:
     project: str
+    ai_zones: bool  # TPU7x: AI zones such as us-central1-ai1a are hidden without the preview feature
 
 
 class ProjectApis(pulumi.ComponentResource):
     """Enables the APIs and makes the AI zones (e.g. us-central1-ai1a) visible."""
 
     services: dict[str, gcp.projects.Service]
-    ai_zones: gcp.compute.PreviewFeature
+    ai_zones: gcp.compute.PreviewFeature | None
 
     def __init__(self, name: str, args: ProjectApisArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:infra:ProjectApis", name, None, opts)
@@ -46,7 +51,15 @@ class ProjectApis(pulumi.ComponentResource):
             )
             for api in REQUIRED_APIS
         }
-        self.ai_zones = gcp.compute.PreviewFeature(
+        # A project-wide switch that several stacks may share: harmless, because the provider's
+        # delete of a PreviewFeature only drops it from this stack's state and leaves it enabled.
+        self.ai_zones = None
+        if args.ai_zones:
+            self.ai_zones = self._ai_zones_feature(args)
+        self.register_outputs({"services": list(REQUIRED_APIS)})
+
+    def _ai_zones_feature(self, args: ProjectApisArgs) -> gcp.compute.PreviewFeature:
+        return gcp.compute.PreviewFeature(
             "ai-zones-visibility",
             gcp.compute.PreviewFeatureArgs(
                 name="ai-zones-visibility",
@@ -60,9 +73,8 @@ class ProjectApis(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.services["compute.googleapis.com"]]),
         )
-        self.register_outputs({"services": list(REQUIRED_APIS)})
 
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What anything that calls these APIs must wait for."""
-        return [*self.services.values(), self.ai_zones]
+        return [*self.services.values(), *([self.ai_zones] if self.ai_zones is not None else [])]

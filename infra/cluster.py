@@ -9,11 +9,15 @@ import pulumi
 import pulumi_gcp as gcp
 import yaml
 
-from settings.model import MaintenanceExclusion
+from infra import gke_versions
+from settings.model import MaintenanceExclusion, Platform
 from settings.naming import Names
 
 # GKE's minimal role for node service accounts (logging, metrics, image pulls).
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+# Container-Optimized OS with containerd: what GKE's TPU and dynamic-slicing docs run on, pinned
+# so a change of GKE's default image type never reaches the pools unannounced.
+IMAGE_TYPE = "COS_CONTAINERD"
 
 
 @dataclass(frozen=True)
@@ -23,8 +27,8 @@ class ClusterArgs:
     names: Names
     network: pulumi.Input[str]
     subnetwork: pulumi.Input[str]
-    version: str
-    release_channel: str
+    version: str | None  # an exact pin; None: chosen from what the channel offers
+    platform: Platform
     system_machine_type: str
     system_nodes_per_zone: int
     deletion_protection: bool
@@ -92,10 +96,33 @@ def _maintenance_policy(args: ClusterArgs) -> gcp.container.ClusterMaintenancePo
     )
 
 
+def master_version(args: ClusterArgs) -> pulumi.Input[str]:
+    """The pinned version, or the one the channel offers here now (read at plan time)."""
+    if args.version is not None:
+        return args.version
+    platform = args.platform
+    offered = gcp.container.get_engine_versions_output(
+        project=args.project, location=args.region, version_prefix=platform.version_prefix
+    )
+    return offered.apply(
+        lambda found: gke_versions.choose(
+            gke_versions.OfferedVersions(
+                valid_master_versions=found.valid_master_versions or [],
+                release_channel_latest_version=found.release_channel_latest_version or {},
+                release_channel_default_version=found.release_channel_default_version or {},
+            ),
+            platform.release_channel,
+            platform.version_prefix,
+            platform.version_floor,
+        )
+    )
+
+
 class Cluster(pulumi.ComponentResource):
     cluster: gcp.container.Cluster
     system_pool: gcp.container.NodePool
     node_account: gcp.serviceaccount.Account
+    node_role: gcp.projects.IAMMember
     kubeconfig: pulumi.Output[str]
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -111,7 +138,7 @@ class Cluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        node_role = gcp.projects.IAMMember(
+        self.node_role = node_role = gcp.projects.IAMMember(
             "node-account-role",
             gcp.projects.IAMMemberArgs(project=args.project, role=NODE_ROLE, member=self.node_account.member),
             opts=child,
@@ -128,8 +155,8 @@ class Cluster(pulumi.ComponentResource):
                 # can be sized, labelled and changed without recreating the cluster.
                 remove_default_node_pool=True,
                 initial_node_count=1,
-                release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
-                min_master_version=args.version,
+                release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.platform.release_channel),
+                min_master_version=master_version(args),
                 gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
                 monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
                     enable_components=["SYSTEM_COMPONENTS"],
@@ -160,12 +187,19 @@ class Cluster(pulumi.ComponentResource):
                         enabled=True
                     ),
                     dns_cache_config=gcp.container.ClusterAddonsConfigDnsCacheConfigArgs(enabled=True),
-                    slice_controller_config=gcp.container.ClusterAddonsConfigSliceControllerConfigArgs(enabled=True),
+                    slice_controller_config=(
+                        gcp.container.ClusterAddonsConfigSliceControllerConfigArgs(enabled=True)
+                        if args.platform.slice_controller
+                        else None
+                    ),
                 ),
                 deletion_protection=args.deletion_protection,
                 maintenance_policy=_maintenance_policy(args),
             ),
-            opts=child,
+            # A version chosen from the channel is kept in state: a later preview, when the channel
+            # offers something newer, changes nothing (the channel upgrades the control plane
+            # itself). An explicit pin is tracked, so editing it is an update.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=[] if args.version else ["minMasterVersion"]),
         )
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -178,6 +212,7 @@ class Cluster(pulumi.ComponentResource):
                 management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=args.system_machine_type,
+                    image_type=IMAGE_TYPE,
                     service_account=self.node_account.email,
                     oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(

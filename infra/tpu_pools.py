@@ -9,7 +9,21 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.cluster import IMAGE_TYPE
+
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+# Fields GKE fills in and reports back on a TPU pool, which the program does not set: tracked,
+# each reads as a change on the next preview, and some (advancedMachineFeatures: GKE turns SMT
+# off on TPU hosts) force a replacement of the whole pool. From vllm-project/ci-infra,
+# terraform/gcp_old/tpu-inference/k8s/workers.tf (`worker_tpu`, lifecycle.ignore_changes).
+GKE_REPORTED = (
+    "nodeConfig.advancedMachineFeatures",
+    "nodeConfig.guestAccelerators",
+    "nodeConfig.kubeletConfig",
+    "nodeConfig.shieldedInstanceConfig",
+    "upgradeSettings",
+)
 
 
 @dataclass(frozen=True)
@@ -24,16 +38,29 @@ class TpuPoolsArgs:
     nodes_per_pool: int
     service_account: pulumi.Input[str]
     accelerator_label: str
+    # The node service account's role binding: the first TPU node must not boot without it.
+    node_role: pulumi.Resource | None = None
     # Exactly one: a workload policy (TPU7x cubes) or a fixed slice topology.
     policy: gcp.compute.ResourcePolicy | None = None
     tpu_topology: str | None = None
 
 
 def placement(args: TpuPoolsArgs) -> gcp.container.NodePoolPlacementPolicyArgs:
-    # The SDK requires a type; COMPACT plus policy_name is how a workload policy
-    # is attached (pulumi-notes §4), COMPACT plus tpu_topology makes one slice.
+    """How GKE places a pool's VMs: a workload policy by name (TPU7x), or one compact slice.
+
+    A workload policy is attached by name alone: GKE's Ironwood docs pass `--placement-policy`
+    and no placement type; xpk dropped COMPACT with a workload policy on purpose
+    (src/xpk/core/nodepool.py, "Stop using GPP if WP is used", #676: group placement and
+    workload policy are mutually exclusive, and no --tpu-topology either); tpu7x refuses a type
+    and GKE stores none (vllm-project/ci-infra workers.tf). The provider requires `type`
+    (resource_container_node_pool.go), and "" is what GKE returns for it, so "" it is: sending
+    COMPACT would differ from the stored value on every preview, on a block that forces
+    replacement. The first real apply must confirm: `gcloud container node-pools describe
+    <pool> --format='value(placementPolicy)'` shows the policy name and no type.
+    Up to v6e, COMPACT with a topology is how one multi-host slice is made (GKE TPU docs).
+    """
     if args.policy is not None:
-        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=args.policy.name)
+        return gcp.container.NodePoolPlacementPolicyArgs(type="", policy_name=args.policy.name)
     return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=args.tpu_topology)
 
 
@@ -55,7 +82,9 @@ class TpuPools(pulumi.ComponentResource):
             raise ValueError("one reservation path per pool is needed")
         if (args.policy is None) == (args.tpu_topology is None):
             raise ValueError("give either a workload policy or a TPU topology")
-        waits = [args.cluster] + ([args.policy] if args.policy is not None else [])
+        waits: list[pulumi.Resource] = [args.cluster]
+        waits += [args.policy] if args.policy is not None else []
+        waits += [args.node_role] if args.node_role is not None else []
         self.pools = [
             gcp.container.NodePool(
                 f"cube-{index}",
@@ -75,6 +104,7 @@ class TpuPools(pulumi.ComponentResource):
                     ),
                     node_config=gcp.container.NodePoolNodeConfigArgs(
                         machine_type=args.machine_type,
+                        image_type=IMAGE_TYPE,
                         service_account=args.service_account,
                         oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
                         reservation_affinity=reservation_affinity(path),
@@ -84,7 +114,7 @@ class TpuPools(pulumi.ComponentResource):
                         labels={"tpu-slicing/role": "tpu"},
                     ),
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=waits),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=waits, ignore_changes=list(GKE_REPORTED)),
             )
             for index, (pool_name, path) in enumerate(zip(args.pool_names, args.reservation_paths, strict=True), 1)
         ]

@@ -41,6 +41,14 @@ PLACEHOLDER_CA = base64.b64encode(b"placeholder-cluster-ca").decode()
 PLACEHOLDER_PROJECT_NUMBER = "123456789012"
 PLACEHOLDER_GATEWAY_IP = "203.0.113.20"
 PLACEHOLDER_LOAD_BALANCER_IP = "203.0.113.30"
+# What getEngineVersions answers offline: made-up builds, newest first, above the slice
+# controller's floors so that the offline plan exercises the same choice as a real preview.
+PLACEHOLDER_GKE_VERSIONS = ["1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000", "1.34.6-gke.1000000"]
+PLACEHOLDER_CHANNEL_DEFAULTS = {
+    "RAPID": "1.36.2-gke.9000000",
+    "REGULAR": "1.35.2-gke.1842000",
+    "STABLE": "1.34.6-gke.1000000",
+}
 
 
 @dataclass
@@ -212,6 +220,21 @@ def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
     if token == "gcp:organizations/getProject:getProject":
         project = args.get("projectId") or "project"
         return {"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}
+    if token == "gcp:container/getEngineVersions:getEngineVersions":
+        prefix = args.get("versionPrefix") or ""
+        valid = [v for v in PLACEHOLDER_GKE_VERSIONS if v.startswith(prefix)]
+        return {
+            "location": args.get("location"),
+            "project": args.get("project"),
+            "validMasterVersions": valid,
+            "validNodeVersions": valid,
+            "latestMasterVersion": valid[0] if valid else "",
+            "defaultClusterVersion": PLACEHOLDER_CHANNEL_DEFAULTS["REGULAR"],
+            "releaseChannelDefaultVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
+            "releaseChannelLatestVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
+            "releaseChannelUpgradeTargetVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
+            "id": f"projects/{args.get('project')}/locations/{args.get('location')}",
+        }
     raise NotImplementedError(f"no placeholder answer for the invoke {token}")
 
 

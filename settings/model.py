@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -26,12 +27,12 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from infra import topology
+from infra.gke_versions import version_key as gke_version_key
 from infra.topology import Generation, Topology
 from k8s import inference_releases
 from settings.naming import Names
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
 
 # GKE versions from the dynamic-slicing docs: super-slicing needs 1.35.2-gke.1842000,
 # sub-slicing 1.36.0-gke.3712000 (see ../shared/reference/dynamic-slicing.md §14.6).
@@ -45,14 +46,6 @@ _IMAGE = re.compile(
     r"^(?P<repo>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
     r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
-
-
-def gke_version_key(version: str) -> tuple[int, int, int, int]:
-    match = GKE_VERSION.match(version)
-    if not match:
-        raise ValueError(f"{version!r} is not a GKE version like 1.36.0-gke.3712000")
-    major, minor, patch, build = (int(g) for g in match.groups())
-    return (major, minor, patch, build)
 
 
 def _pinned_chart(value: str) -> str:
@@ -192,6 +185,17 @@ class MaintenanceExclusion(StrictModel):
         return self
 
 
+@dataclass(frozen=True)
+class Platform:
+    """What a stack asks of GKE, derived from its backend and TPU generation."""
+
+    ai_zones: bool  # the ai-zones-visibility preview feature (TPU7x lives in AI zones)
+    slice_controller: bool  # GKE's TPU slice controller add-on (dynamic slicing)
+    release_channel: str
+    version_floor: str | None  # the oldest GKE version the features need
+    version_prefix: str | None  # narrows the versions the channel offers
+
+
 class ReleaseChannel(StrEnum):
     RAPID = "RAPID"
     REGULAR = "REGULAR"
@@ -200,8 +204,12 @@ class ReleaseChannel(StrEnum):
 
 
 class ClusterConfig(StrictModel):
-    version: str = SUBSLICING_MIN_GKE
-    release_channel: ReleaseChannel = ReleaseChannel.RAPID
+    # An exact pin; by default the version is chosen at plan time from what the channel offers
+    # (infra/gke_versions.py) and kept in state, so a later preview never upgrades on its own.
+    version: str | None = None
+    version_prefix: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+\.([0-9]+-gke\.)?$")
+    # Default: RAPID for TPU7x dynamic slicing (the only channel offering it), REGULAR otherwise.
+    release_channel: ReleaseChannel | None = None
     system_machine_type: str = Field("n2-standard-32", pattern=r"^[a-z0-9]+-[a-z0-9]+(-[0-9]+)?$")
     system_nodes_per_zone: int = Field(1, ge=1, le=10)
     deletion_protection: bool = True
@@ -210,12 +218,9 @@ class ClusterConfig(StrictModel):
 
     @field_validator("version")
     @classmethod
-    def _version(cls, value: str) -> str:
-        gke_version_key(value)
-        if gke_version_key(value) < gke_version_key(SUPERSLICING_MIN_GKE):
-            raise ValueError(
-                f"{value} is below {SUPERSLICING_MIN_GKE}, the oldest GKE version with the TPU slice controller"
-            )
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None:
+            gke_version_key(value)
         return value
 
 
@@ -600,6 +605,16 @@ class StackConfig(StrictModel):
         return self.region or self.zone.rsplit("-", 1)[0]
 
     @property
+    def platform(self) -> Platform:
+        """What the backend needs of Google Cloud: derived from it, not from the TPU7x defaults."""
+        if not self.serving.dynamic_slicing:
+            channel = self.cluster.release_channel or ReleaseChannel.REGULAR
+            return Platform(False, False, channel.value, None, self.cluster.version_prefix)
+        uses_subslices = self.checks.subslicing.enabled or self.serving.backend is Backend.VLLM_PD
+        floor = SUBSLICING_MIN_GKE if uses_subslices else SUPERSLICING_MIN_GKE
+        return Platform(True, True, ReleaseChannel.RAPID.value, floor, self.cluster.version_prefix)
+
+    @property
     def names(self) -> Names:
         return Names(self.name_prefix)
 
@@ -721,15 +736,18 @@ class StackConfig(StrictModel):
     def _check_versions_for_features(self) -> None:
         if not self.serving.dynamic_slicing:
             return
-        uses_subslices = self.checks.subslicing.enabled or self.serving.backend is Backend.VLLM_PD
-        if uses_subslices and gke_version_key(self.cluster.version) < gke_version_key(SUBSLICING_MIN_GKE):
-            raise ValueError(
-                f"cluster.version {self.cluster.version} is below {SUBSLICING_MIN_GKE}, which dynamic "
-                "sub-slicing (checks.subslicing, serving backend vllm-pd) needs"
+        floor = self.platform.version_floor
+        version = self.cluster.version
+        if version is not None and floor is not None and gke_version_key(version) < gke_version_key(floor):
+            needs = (
+                "dynamic sub-slicing (checks.subslicing, serving backend vllm-pd)"
+                if floor == SUBSLICING_MIN_GKE
+                else "the TPU slice controller (super-slicing)"
             )
-        if self.cluster.release_channel is not ReleaseChannel.RAPID:
+            raise ValueError(f"cluster.version {version} is below {floor}, which {needs} needs")
+        if self.cluster.release_channel not in (None, ReleaseChannel.RAPID):
             raise ValueError(
-                f"cluster.releaseChannel {self.cluster.release_channel.value} is not allowed: "
+                f"cluster.releaseChannel {self.cluster.release_channel} is not allowed: "
                 "GKE dynamic slicing is only offered on RAPID"
             )
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import yaml
 
 from infra.apis import REQUIRED_APIS
-from infra.cluster import NODE_ROLE
-from plan.engine import PLACEHOLDER_ENDPOINT, PlanResult
+from infra.cluster import IMAGE_TYPE, NODE_ROLE
+from infra.tpu_pools import GKE_REPORTED
+from plan import engine
+from plan.engine import PLACEHOLDER_CHANNEL_DEFAULTS, PLACEHOLDER_ENDPOINT, PlanResult
 from tests.conftest import DevRunner
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -61,7 +63,9 @@ def test_cluster_settings(dev_plan: PlanResult) -> None:
     cluster = dev_plan.one(CLUSTER)
     assert cluster.get("name") == "dev-gke"
     assert cluster.get("location") == "us-central1"  # regional
-    assert cluster.get("minMasterVersion") == "1.36.0-gke.3712000"
+    # Chosen at plan time from what RAPID offers here (the offline placeholder answer), and kept.
+    assert cluster.get("minMasterVersion") == PLACEHOLDER_CHANNEL_DEFAULTS["RAPID"]
+    assert cluster.ignore_changes == ["minMasterVersion"]
     assert cluster.get("releaseChannel.channel") == "RAPID"
     assert cluster.get("gatewayApiConfig.channel") == "CHANNEL_STANDARD"
     assert cluster.get("monitoringConfig.managedPrometheus.enabled") is True
@@ -148,7 +152,7 @@ def test_tpu_pools_bind_one_cube_each_to_the_reservation(dev_plan: PlanResult) -
         assert pool.get("nodeLocations") == ["us-central1-ai1a"]
         assert pool.get("location") == "us-central1"
         assert pool.get("nodeConfig.machineType") == "tpu7x-standard-4t"
-        assert pool.get("placementPolicy") == {"type": "COMPACT", "policyName": "dev-cube-policy"}
+        assert pool.get("placementPolicy") == {"type": "", "policyName": "dev-cube-policy"}
         assert pool.get("nodeConfig.reservationAffinity") == {
             "consumeReservationType": "SPECIFIC_RESERVATION",
             "key": "compute.googleapis.com/reservation-name",
@@ -220,3 +224,50 @@ def test_components_use_type_tokens_and_parent_their_children(dev_plan: PlanResu
     for resource in dev_plan.resources:
         if resource.type.startswith("gcp:"):
             assert resource.parent in components, resource.name
+
+
+def test_an_explicit_version_pin_is_sent_and_tracked(run_dev: DevRunner) -> None:
+    plan = run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
+    cluster = plan.one(CLUSTER)
+    assert cluster.get("minMasterVersion") == "1.36.1-gke.1200000"
+    assert cluster.ignore_changes == []
+
+
+def test_the_chosen_version_honours_the_prefix(run_dev: DevRunner) -> None:
+    plan = run_dev({"cluster": {"versionPrefix": "1.36.0-gke."}})
+    assert plan.one(CLUSTER).get("minMasterVersion") == "1.36.0-gke.3712000"
+
+
+def test_tpu7x_pools_attach_the_workload_policy_by_name_and_no_placement_type(dev_plan: PlanResult) -> None:
+    policy = dev_plan.one(POLICY)
+    for pool in [p for p in dev_plan.of_type(POOL) if p.name.startswith("cube-")]:
+        assert pool.get("placementPolicy") == {"type": "", "policyName": policy.get("name")}
+        assert pool.get("placementPolicy.tpuTopology") is None
+
+
+def test_tpu_pools_wait_for_the_node_account_role_and_pin_the_image(dev_plan: PlanResult) -> None:
+    role = dev_plan.one("gcp:projects/iAMMember:IAMMember", "node-account-role")
+    pools = [p for p in dev_plan.of_type(POOL) if p.name.startswith("cube-")]
+    assert pools
+    for pool in [*pools, dev_plan.one(POOL, "system-pool")]:
+        assert dev_plan.depends_on(pool, role), pool.name
+        assert pool.get("nodeConfig.imageType") == IMAGE_TYPE == "COS_CONTAINERD"
+    for pool in pools:
+        assert pool.ignore_changes == list(GKE_REPORTED)
+
+
+def test_the_apis_the_stack_writes_to_are_enabled(dev_plan: PlanResult) -> None:
+    services = {r.get("service") for r in dev_plan.of_type("gcp:projects/service:Service")}
+    assert {"monitoring.googleapis.com", "logging.googleapis.com", "container.googleapis.com"} <= services
+
+
+def test_v5e_stacks_create_no_tpu7x_only_setting() -> None:
+    for stack in ("saxml-v5e", "jetstream-v5e"):
+        plan = engine.run_stack(stack)
+        assert not plan.of_type("gcp:compute/previewFeature:PreviewFeature"), stack
+        cluster = plan.one(CLUSTER)
+        assert "sliceControllerConfig" not in (cluster.get("addonsConfig") or {}), stack
+        assert cluster.get("releaseChannel.channel") == "REGULAR", stack
+        assert cluster.get("minMasterVersion") == PLACEHOLDER_CHANNEL_DEFAULTS["REGULAR"], stack
+        for pool in [p for p in plan.of_type(POOL) if p.name != "system-pool"]:
+            assert pool.get("placementPolicy.type") == "COMPACT", (stack, pool.name)

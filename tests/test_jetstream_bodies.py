@@ -267,9 +267,17 @@ def test_pathways_instance_types() -> None:
         jetstream.pathways_instance_type(multi("tpu7x", "2x2x4"))
 
 
-def test_bucket_roles() -> None:
-    assert jetstream.bucket_roles(SINGLE) == ("roles/storage.objectViewer",)
-    assert jetstream.bucket_roles(multi("v6e", "4x4")) == ("roles/storage.objectViewer", "roles/storage.objectUser")
+def test_bucket_grants_write_only_the_pathways_scratch_prefix() -> None:
+    read = ["roles/storage.bucketViewer", "roles/storage.objectViewer"]
+    assert [g.role for g in jetstream.bucket_grants(SINGLE)] == read
+    assert all(g.condition is None for g in jetstream.bucket_grants(SINGLE))
+    multi_grants = jetstream.bucket_grants(multi("v6e", "4x4"))
+    assert [g.role for g in multi_grants] == [*read, "roles/storage.objectUser"]
+    condition = multi_grants[-1].condition
+    assert condition is not None
+    assert condition.expression == (
+        f'resource.name.startsWith("projects/_/buckets/{SINGLE.bucket}/objects/pathways-scratch/")'
+    )
 
 
 def test_service_account() -> None:

@@ -218,7 +218,14 @@ def test_model_access_is_bucket_scoped_workload_identity(dev_plan: PlanResult) -
     assert sorted((m.get("bucket"), m.get("role"), m.get("member")) for m in members) == [
         ("example-model-weights", "roles/storage.bucketViewer", principal),
         ("example-model-weights", "roles/storage.objectUser", principal),
+        ("example-model-weights", "roles/storage.objectViewer", principal),
     ]
+    # Writes and deletes only under the compile cache: the weights cannot be deleted.
+    writer = next(m for m in members if m.get("role") == "roles/storage.objectUser")
+    assert writer.get("condition.expression") == (
+        'resource.name.startsWith("projects/_/buckets/example-model-weights/objects/xla_cache/")'
+    )
+    assert all(m.get("condition") is None for m in members if m is not writer)
     project_roles = [m.get("role") for m in dev_plan.of_type("gcp:projects/iAMMember:IAMMember")]
     assert not any("storage" in role for role in project_roles)
 

@@ -19,8 +19,10 @@ def test_dev_stack_defaults_follow_the_reference() -> None:
     assert config.network.mtu == 8896
     assert str(config.network.node_cidr) == "10.10.0.0/18"
     assert str(config.network.proxy_cidr) == "172.16.0.0/26"
-    assert config.cluster.version == SUBSLICING_MIN_GKE
-    assert config.cluster.release_channel.value == "RAPID"
+    assert config.cluster.version is None  # chosen from the channel's offered versions
+    assert config.platform.release_channel == "RAPID"
+    assert config.platform.version_floor == SUBSLICING_MIN_GKE
+    assert (config.platform.ai_zones, config.platform.slice_controller) == (True, True)
     assert config.cluster.system_machine_type == "n2-standard-32"
     assert config.cluster.deletion_protection is True
     assert config.tpu.machine_type == "tpu7x-standard-4t"
@@ -88,8 +90,15 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "old gke version",
         {"cluster": {"version": "1.34.1-gke.100"}},
         "tpu-slicing:cluster.version",
+        SUBSLICING_MIN_GKE,
+    ),
+    (
+        "gke version too old for the slice controller",
+        {"cluster": {"version": "1.34.1-gke.100"}, "serving": {"backend": "none"}},
+        "tpu-slicing:cluster.version",
         "1.35.2-gke.1842000",
     ),
+    ("version prefix", {"cluster": {"versionPrefix": "1.36"}}, "tpu-slicing:cluster.versionPrefix", "pattern"),
     (
         "gke version too old for subslicing",
         {"cluster": {"version": "1.35.2-gke.1842000"}},

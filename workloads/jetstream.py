@@ -36,6 +36,7 @@ from pulumi_kubernetes.core import v1 as core
 from infra.topology import Generation, Topology
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
+from workloads.bucket_access import Grant, grants
 from workloads.model_access import workload_principal
 
 APP = "jetstream"
@@ -79,10 +80,9 @@ MULTI_HOST_STARTUP_FAILURES = 120
 LIVENESS_PERIOD_SECONDS = 60
 LIVENESS_FAILURES = 10
 
-READ_ROLES = ("roles/storage.objectViewer",)
 # The Pathways resource manager and workers write compilation and transfer scratch
-# data under gs://<bucket>/pathways-scratch, so multi-host also needs object writes.
-PATHWAYS_ROLES = (*READ_ROLES, "roles/storage.objectUser")
+# data under gs://<bucket>/pathways-scratch, so multi-host also writes, there only.
+SCRATCH_PREFIX = "pathways-scratch/"
 
 IMAGE_KEYS = ("maxengine", "http", "pathways", "pathways_server", "pathways_proxy")
 EXPOSURES = ("internal", "external")
@@ -130,8 +130,8 @@ def worker_labels() -> dict[str, str]:
     return {NAME_LABEL: APP, COMPONENT_LABEL: WORKER_COMPONENT}
 
 
-def bucket_roles(args: JetstreamArgs) -> tuple[str, ...]:
-    return PATHWAYS_ROLES if is_multi_host(args) else READ_ROLES
+def bucket_grants(args: JetstreamArgs) -> list[Grant]:
+    return grants(args.bucket, SCRATCH_PREFIX if is_multi_host(args) else None)
 
 
 def checkpoint_uri(args: JetstreamArgs) -> str:
@@ -139,7 +139,7 @@ def checkpoint_uri(args: JetstreamArgs) -> str:
 
 
 def pathways_scratch(args: JetstreamArgs) -> str:
-    return f"gs://{args.bucket}/pathways-scratch"
+    return f"gs://{args.bucket}/{SCRATCH_PREFIX.rstrip('/')}"
 
 
 def pathways_instance_type(args: JetstreamArgs) -> str:
@@ -437,11 +437,13 @@ class Jetstream(pulumi.ComponentResource):
         # Bound on the weights bucket only: no project-wide storage access.
         self.members = [
             gcp.storage.BucketIAMMember(
-                f"{name}-{role.split('.')[-1]}",
-                gcp.storage.BucketIAMMemberArgs(bucket=args.bucket, role=role, member=principal),
+                f"{name}-{grant.name}",
+                gcp.storage.BucketIAMMemberArgs(
+                    bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
+                ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
             )
-            for role in bucket_roles(args)
+            for grant in bucket_grants(args)
         ]
 
         # Pods start only once their identity can read the checkpoint.

@@ -3,7 +3,8 @@
 The model servers' Kubernetes service account is the IAM principal itself
 (Workload Identity Federation, no Google service account), and the roles are
 bound on the one bucket: the servers stream weights from it and write their
-XLA compilation cache back (hence objectUser, not objectViewer).
+XLA compilation cache back under `xla_cache/`, the only prefix they may write
+or delete in (workloads/bucket_access.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from k8s.provider import COMMON_LABELS
+from workloads.bucket_access import grants
 
-BUCKET_ROLES = ("roles/storage.bucketViewer", "roles/storage.objectUser")
+# Where vLLM writes compiled XLA programs (VLLM_XLA_CACHE_PATH in workloads/vllm_command.py).
+CACHE_PREFIX = "xla_cache/"
 
 
 def workload_principal(project_number: str, project: str, namespace: str, service_account: str) -> str:
@@ -58,10 +61,12 @@ class ModelAccess(pulumi.ComponentResource):
         )
         self.members = [
             gcp.storage.BucketIAMMember(
-                role.split(".")[-1],
-                gcp.storage.BucketIAMMemberArgs(bucket=args.bucket, role=role, member=principal),
+                grant.name,
+                gcp.storage.BucketIAMMemberArgs(
+                    bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
+                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for role in BUCKET_ROLES
+            for grant in grants(args.bucket, CACHE_PREFIX)
         ]
         self.register_outputs({"principal": principal})

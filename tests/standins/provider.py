@@ -41,11 +41,55 @@ def resource_name(urn: str) -> str:
     return urn.rsplit("::", 1)[1]
 
 
+def _at(node: Any, path: str) -> tuple[bool, Any]:
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def changed_paths(olds: Mapping[str, Any], news: Mapping[str, Any], tracked: frozenset[str] = frozenset()) -> list[str]:
+    """Where the desired inputs differ from the recorded state, as a bridged provider sees it.
+
+    A value the program sets is compared with the state, field by field; a field the program
+    leaves out is not (Optional+Computed in Terraform terms: the cloud may fill it in), except
+    the `tracked` paths, where a value the cloud reported back and the program does not set
+    reads as a removal (Optional, not Computed).
+    """
+    found: list[str] = []
+
+    def walk(old: Any, new: Any, prefix: str) -> None:
+        if isinstance(new, dict) and isinstance(old, dict):
+            for key, value in new.items():
+                walk(old.get(key), value, f"{prefix}{key}.")
+            return
+        if old != new:
+            found.append(prefix.rstrip("."))
+
+    walk(dict(olds), dict(news), "")
+    for path in sorted(tracked):
+        in_old, _ = _at(olds, path)
+        in_new, _ = _at(news, path)
+        if in_old and not in_new:
+            found.append(path)
+    return sorted(set(found))
+
+
 class StandInProvider(provider_pb2_grpc.ResourceProviderServicer):
-    def __init__(self, version: str, compute: Compute, invoke: Invoke | None = None):
+    def __init__(
+        self,
+        version: str,
+        compute: Compute,
+        invoke: Invoke | None = None,
+        tracked: Mapping[str, frozenset[str]] | None = None,
+        force_new: Mapping[str, frozenset[str]] | None = None,
+    ):
         self.version = version
         self.compute = compute
         self.invoke = invoke
+        self.tracked = tracked or {}  # per resource type: fields the cloud reports back, not Computed
+        self.force_new = force_new or {}  # per resource type: fields whose change replaces the resource
 
     def Handshake(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC names
         return provider_pb2.ProviderHandshakeResponse(accept_secrets=True, accept_resources=True)
@@ -66,13 +110,23 @@ class StandInProvider(provider_pb2_grpc.ResourceProviderServicer):
         return provider_pb2.CheckResponse(inputs=request.news)
 
     def Diff(self, request: Any, context: Any) -> Any:  # noqa: N802
+        token = request.type or resource_type(request.urn)
         olds, news = to_dict(request.olds), to_dict(request.news)
-        ignored = set(request.ignoreChanges)
-        changed = sorted(k for k in set(olds) | set(news) if k not in ignored and k in news and olds.get(k) != news[k])
+        ignored = tuple(request.ignoreChanges)
+        changed = [
+            path
+            for path in changed_paths(olds, news, self.tracked.get(token, frozenset()))
+            if not any(path == i or path.startswith(i + ".") for i in ignored)
+        ]
         changed += sorted(k for k in to_dict(request.old_inputs) if k not in news and k not in ignored)
         if not changed:
             return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_NONE)
-        return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_SOME, diffs=changed)
+        force_new = self.force_new.get(token, frozenset())
+        replaces = sorted({p for p in changed if any(p == f or p.startswith(f + ".") for f in force_new)})
+        top = sorted({p.split(".")[0] for p in changed})
+        return provider_pb2.DiffResponse(
+            changes=provider_pb2.DiffResponse.DIFF_SOME, diffs=top, replaces=sorted({p.split(".")[0] for p in replaces})
+        )
 
     def Create(self, request: Any, context: Any) -> Any:  # noqa: N802
         inputs = to_dict(request.properties)
