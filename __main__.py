@@ -29,7 +29,7 @@ from workloads.model_access import ModelAccess, ModelAccessArgs
 from workloads.saxml import Saxml, SaxmlArgs
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
-from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector
+from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector, prefill_metrics_url
 
 # Validation happens here, before the first resource is registered.
 config = from_runtime()
@@ -285,6 +285,7 @@ if serving.backend is Backend.VLLM_PD:
                 deadline_seconds=serving.smoke_test.deadline_seconds,
                 serving_spec=[serving.model_dump(mode="json"), versions.model_dump(mode="json")],
                 depends_on=[pd, router, slice_controller],
+                prefill_metrics_url=prefill_metrics_url(serving.namespace),
             ),
         )
     pulumi.export("gatewayIp", gateway.address)

@@ -25,4 +25,6 @@ class KubernetesObject(pulumi.CustomResource):
         api_version, kind = body["apiVersion"], body["kind"]
         props: dict[str, Any] = {"metadata": None, "spec": None, **body, "status": None}
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_PROVIDER_VERSION))
-        super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
+        # The provider's type tokens name the core group `core` (`kubernetes:core/v1:Service`).
+        group_version = api_version if "/" in api_version else f"core/{api_version}"
+        super().__init__(f"kubernetes:{group_version}:{kind}", name, props, opts)

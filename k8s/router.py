@@ -21,6 +21,8 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from k8s import epp_config
+from k8s.epp_config import Plugin
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from workloads.vllm_command import POOL_PORT
@@ -32,36 +34,32 @@ EPP_CONFIG_FILE = "pd-config.yaml"
 INFERENCE_GROUP = "inference.networking.k8s.io"
 
 # llm-d's P/D scheduling: a prefix-aware decider sends long uncached prompts to a
-# prefill pod first; the profiles pick pods by their `llm-d.ai/role` label.
-PD_PLUGINS: dict[str, Any] = {
-    "apiVersion": "llm-d.ai/v1alpha1",
-    "kind": "EndpointPickerConfig",
-    "plugins": [
-        {
-            "type": "approx-prefix-cache-producer",
-            "parameters": {"maxPrefixTokensToMatch": 4096, "lruCapacityPerServer": 31250},
-        },
-        {"type": "prefix-cache-scorer"},
-        {"type": "queue-scorer"},
-        {"type": "prefill-filter"},
-        {"type": "decode-filter"},
-        {"type": "max-score-picker"},
-        {"type": "disagg-profile-handler", "parameters": {"deciders": {"prefill": "prefix-based-pd-decider"}}},
-        {"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": 16}},
-    ],
-    "schedulingProfiles": [
-        {
-            "name": role,
-            "plugins": [
-                {"pluginRef": f"{role}-filter"},
-                {"pluginRef": "max-score-picker"},
-                {"pluginRef": "prefix-cache-scorer", "weight": 2},
-                {"pluginRef": "queue-scorer", "weight": 1},
-            ],
-        }
-        for role in ("prefill", "decode")
-    ],
-}
+# prefill pod first; the profiles pick pods by their `llm-d.ai/role` label. Listed here in any
+# order: `epp_config.config` puts each plugin after the ones it names, as the loader requires.
+PREFILL_THRESHOLD_TOKENS = 16  # uncached prompt tokens from which the decider sends a prompt to prefill
+PD_PLUGIN_SET = (
+    Plugin("approx-prefix-cache-producer", {"maxPrefixTokensToMatch": 4096, "lruCapacityPerServer": 31250}),
+    Plugin("prefix-cache-scorer"),
+    Plugin("queue-scorer"),
+    Plugin("prefill-filter"),
+    Plugin("decode-filter"),
+    Plugin("max-score-picker"),
+    Plugin("disagg-profile-handler", {"deciders": {"prefill": "prefix-based-pd-decider"}}),
+    Plugin("prefix-based-pd-decider", {"nonCachedTokens": PREFILL_THRESHOLD_TOKENS}),
+)
+PD_PROFILES = [
+    {
+        "name": role,
+        "plugins": [
+            {"pluginRef": f"{role}-filter"},
+            {"pluginRef": "max-score-picker"},
+            {"pluginRef": "prefix-cache-scorer", "weight": 2},
+            {"pluginRef": "queue-scorer", "weight": 1},
+        ],
+    }
+    for role in ("prefill", "decode")
+]
+PD_PLUGINS: dict[str, Any] = epp_config.config(PD_PLUGIN_SET, PD_PROFILES)
 
 
 @dataclass(frozen=True)

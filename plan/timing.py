@@ -21,7 +21,7 @@ from plan.engine import PlanResult, Resource
 # - Internal Application Load Balancer for a Gateway ~5 min: GKE Gateway docs ("can take a few minutes").
 # - Helm charts with --wait ~1.5 min each: reference step 04 timings (JobSet/LWS helm --wait).
 # - A 397B FP8 model streams and compiles for ~30 min before the first answer: the reference's
-#   VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT=1800 and its llm-d guide; Saxml 175B loads in ~15 min (tutorial).
+#   1800 s start-up timeout and its llm-d guide; Saxml 175B loads in ~15 min (tutorial).
 DURATIONS: dict[str, int] = {
     "gcp:projects/service:Service": 60,
     "gcp:compute/previewFeature:PreviewFeature": 30,

@@ -292,6 +292,8 @@ def test_smoke_test_job(dev_plan: PlanResult) -> None:
         "SMOKE_BASE_URL": f"http://{PLACEHOLDER_GATEWAY_IP}",
         "SMOKE_MODEL": "Qwen/Qwen3.5-397B-A17B-FP8",
         "SMOKE_DEADLINE_SECONDS": "3600",
+        # Proves a prefill pod did the prefill: the headless Service of the prefill leaders.
+        "SMOKE_PREFILL_METRICS_URL": "http://vllm-prefill-leaders.llm-d-pd-disaggregation.svc.cluster.local:8000/metrics",
     }
     assert container["image"].startswith("python:3.12.13-slim@sha256:")
     assert job.get("spec.backoffLimit") == 0
@@ -321,3 +323,15 @@ def test_backend_none_creates_no_serving_objects(run_dev: DevRunner) -> None:
     assert plan.of_type(LWS) == []
     assert "gatewayIp" not in plan.outputs
     assert plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") == []
+
+
+def test_the_prefill_leaders_have_a_headless_metrics_service(dev_plan: PlanResult) -> None:
+    service = dev_plan.one("kubernetes:core/v1:Service", "prefill-metrics-service")
+    assert service.get("spec.clusterIP") == "None"
+    selector = service.get("spec.selector")
+    lws = dev_plan.one("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet", "prefill-lws")
+    leader_labels = lws.get("spec.leaderWorkerTemplate.leaderTemplate.metadata.labels")
+    worker_labels = lws.get("spec.leaderWorkerTemplate.workerTemplate.metadata.labels")
+    assert selector.items() <= leader_labels.items()  # every prefill leader, and only leaders
+    assert not selector.items() <= worker_labels.items()
+    assert service.get("spec.ports") == [{"name": "metrics", "port": 8000, "targetPort": 8000}]

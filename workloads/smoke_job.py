@@ -36,6 +36,8 @@ class SmokeJobArgs:
     deadline_seconds: int
     serving_spec: object  # whatever defines the serving stack: a change re-runs the test
     depends_on: Sequence[pulumi.Resource] = ()
+    # Disaggregated serving: the prefill leaders' /metrics, so the test proves a prefill happened.
+    prefill_metrics_url: str | None = None
 
 
 class SmokeJob(pulumi.ComponentResource):
@@ -85,6 +87,15 @@ class SmokeJob(pulumi.ComponentResource):
                                     ),
                                     core.EnvVarArgs(name="SMOKE_MODEL", value=args.model),
                                     core.EnvVarArgs(name="SMOKE_DEADLINE_SECONDS", value=str(args.deadline_seconds)),
+                                    *(
+                                        [
+                                            core.EnvVarArgs(
+                                                name="SMOKE_PREFILL_METRICS_URL", value=args.prefill_metrics_url
+                                            )
+                                        ]
+                                        if args.prefill_metrics_url
+                                        else []
+                                    ),
                                 ],
                                 resources=core.ResourceRequirementsArgs(
                                     requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "256Mi"}

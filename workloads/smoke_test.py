@@ -31,7 +31,16 @@ Logs go to stderr, one line per attempt; stdout gets exactly one JSON line:
 {"ok", "base_url", "model", "error", "results": [{"endpoint", "ok",
 "attempts", "status", "seconds", "error", "sample"}]}.
 
-Exit codes: 0 both endpoints passed, 1 an endpoint failed, 2 bad arguments.
+With ``--prefill-metrics-url`` (disaggregated serving), a third check proves that a prefill pod
+did the prefill: it sums ``vllm:prompt_tokens_total`` over every address of the URL's host (a
+headless Service of the prefill leaders), sends one more completion with a long prompt no cache
+has seen, and requires the sum to rise. Without it, decode can answer alone and a broken KV
+transfer or unreachable prefill pods would still pass. The prompt is long on purpose: llm-d's
+decider sends a prompt to prefill from 16 uncached tokens, and the endpoint picker estimates 4
+bytes a token (llm-d-router v0.9.0, pkg/epp/.../tokenizer/estimate.go), so a short greeting is
+decoded without any prefill.
+
+Exit codes: 0 every check passed, 1 a check failed, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import json
 import math
 import os
 import random
+import socket
 import sys
 import time
 import urllib.error
@@ -57,6 +67,10 @@ EXIT_USAGE = 2
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
+PREFILL_CHECK = "prefill"
+PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
+# Far above the decider's 16 uncached tokens at 4 bytes a token, well within any context.
+PREFILL_PROMPT_BYTES = 2048
 
 # Each wait is stretched by up to this fraction of itself. Upward only, so the
 # documented schedule is a lower bound and the schedule stays monotone.
@@ -115,6 +129,7 @@ class Settings:
     max_backoff_seconds: float
     prompt: str
     max_tokens: int
+    prefill_metrics_url: str | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -156,6 +171,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     add("--max-backoff-seconds", "SMOKE_MAX_BACKOFF_SECONDS", "longest wait between attempts", "60")
     add("--prompt", "SMOKE_PROMPT", "prompt sent to both endpoints", "How are you today?")
     add("--max-tokens", "SMOKE_MAX_TOKENS", "max_tokens of both requests", "200")
+    add(
+        "--prefill-metrics-url",
+        "SMOKE_PREFILL_METRICS_URL",
+        "http URL of the prefill leaders' /metrics (a headless Service); when set, also prove a prefill happened",
+    )
     return parser
 
 
@@ -226,7 +246,17 @@ def parse_settings(argv: Sequence[str] | None, env: Mapping[str, str]) -> Settin
         max_backoff_seconds=cap,
         prompt=ns.prompt,
         max_tokens=_positive_int(ns.max_tokens, "--max-tokens/SMOKE_MAX_TOKENS"),
+        prefill_metrics_url=(
+            validate_metrics_url(ns.prefill_metrics_url) if ns.prefill_metrics_url is not None else None
+        ),
     )
+
+
+def validate_metrics_url(text: str) -> str:
+    url = urllib.parse.urlsplit(text.strip())
+    if url.scheme != "http" or not url.hostname or not url.port:
+        raise UsageError(f"--prefill-metrics-url/SMOKE_PREFILL_METRICS_URL must be http://host:port/path, got {text!r}")
+    return text.strip()
 
 
 # --------------------------------------------------------------------------
@@ -291,6 +321,23 @@ def http_post(url: str, body: bytes, timeout: float) -> Response:
 # --------------------------------------------------------------------------
 # Judging responses.
 # --------------------------------------------------------------------------
+
+
+def resolve_all(host: str, port: int) -> list[str]:
+    """Every address of a host: a headless Service resolves to one per ready pod."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def http_get(url: str, timeout: float) -> Response:
+    request = urllib.request.Request(url, method="GET")
+    try:
+        with _OPENER.open(request, timeout=timeout) as reply:
+            return Response(status=reply.status, body=reply.read())
+    except urllib.error.HTTPError as exc:
+        return Response(status=exc.code, body=exc.read() or b"")
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        return Response(status=None, body=b"", error=_describe_transport_error(exc, timeout))
 
 
 def _first_choice(doc: Any) -> dict[str, Any] | None:
@@ -432,6 +479,8 @@ class Runtime:
     """Everything with side effects or time in it, injectable so tests run fast."""
 
     post: Post = http_post
+    get: Callable[[str, float], Response] = http_get
+    resolve: Callable[[str, int], list[str]] = resolve_all
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
@@ -491,14 +540,104 @@ def run_endpoint(endpoint: Endpoint, settings: Settings, deadline_at: float, rt:
 
 
 def run_smoke_test(settings: Settings, rt: Runtime) -> list[EndpointResult]:
-    """Both endpoints in order, sharing one deadline.
+    """Both endpoints in order, sharing one deadline, then the prefill check when asked for.
 
     Completions goes first and absorbs the model's load time; chat then
     normally answers at once. A failed completions does not skip chat: its
     result still tells a wrong model name (fast failure) from a dead server.
     """
     deadline_at = rt.now() + settings.deadline_seconds
-    return [run_endpoint(endpoint, settings, deadline_at, rt) for endpoint in endpoints(settings)]
+    results = [run_endpoint(endpoint, settings, deadline_at, rt) for endpoint in endpoints(settings)]
+    if settings.prefill_metrics_url is not None:
+        results.append(run_prefill_check(settings, deadline_at, rt))
+    return results
+
+
+# --------------------------------------------------------------------------
+# Prefill check.
+# --------------------------------------------------------------------------
+
+
+def prompt_tokens(text: str) -> float | None:
+    """The sum of every `vllm:prompt_tokens_total` sample in Prometheus text, or None if absent."""
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if line.startswith(PROMPT_TOKENS_METRIC + "{") or line.startswith(PROMPT_TOKENS_METRIC + " "):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+                seen = True
+            except ValueError:
+                return None
+    return total if seen else None
+
+
+def prefill_prompt_tokens(url: str, timeout: float, rt: Runtime) -> tuple[float | None, str]:
+    """Prompt tokens processed so far by every prefill pod, or None and why not."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port or 80
+    try:
+        addresses = rt.resolve(host, port)
+    except OSError as exc:
+        return None, f"cannot resolve {host}: {exc}"
+    if not addresses:
+        return None, f"{host} has no addresses (no ready prefill pod)"
+    total = 0.0
+    for address in addresses:
+        shown = f"[{address}]" if ":" in address else address
+        response = rt.get(parts._replace(netloc=f"{shown}:{port}").geturl(), timeout)
+        if response.status != 200:
+            return None, f"{address}: {response.error or f'HTTP {response.status}'}"
+        tokens = prompt_tokens(response.body.decode(errors="replace"))
+        if tokens is None:
+            return None, f"{address}: no {PROMPT_TOKENS_METRIC} in its metrics"
+        total += tokens
+    return total, f"{len(addresses)} prefill pod(s)"
+
+
+def long_prompt(prompt: str, nonce: str) -> str:
+    """The prompt made long and new: no prefix cache has seen it, so prefill must compute it."""
+    filler = f" Reference {nonce}: count the words of this sentence before you answer."
+    text = f"{prompt} (request {nonce})"
+    while len(text.encode()) < PREFILL_PROMPT_BYTES:
+        text += filler
+    return text
+
+
+def run_prefill_check(settings: Settings, deadline_at: float, rt: Runtime) -> EndpointResult:
+    """A completion sent between two readings of the prefill pods' prompt-token counters."""
+    assert settings.prefill_metrics_url is not None
+    result = EndpointResult(endpoint=PREFILL_CHECK)
+    started = rt.now()
+    while (remaining := deadline_at - rt.now()) > 0:
+        result.attempts += 1
+        timeout = min(settings.request_timeout_seconds, remaining)
+        before, detail = prefill_prompt_tokens(settings.prefill_metrics_url, timeout, rt)
+        if before is not None:
+            nonce = f"{rt.rand():.12f}".removeprefix("0.")
+            payload = {"model": settings.model, "prompt": long_prompt(settings.prompt, nonce), "max_tokens": 8}
+            endpoint = Endpoint(COMPLETIONS_PATH, payload, completion_text, "choices[0].text string")
+            response = rt.post(settings.base_url + COMPLETIONS_PATH, json.dumps(payload).encode(), timeout)
+            verdict = judge(response, endpoint)
+            after, detail = prefill_prompt_tokens(settings.prefill_metrics_url, timeout, rt)
+            result.status = response.status
+            if verdict.ok and after is not None and after > before:
+                result.ok, result.error = True, None
+                result.sample = f"{PROMPT_TOKENS_METRIC} on {detail}: {before:g} -> {after:g}"
+                rt.log(f"prefill attempt {result.attempts}: ok, {result.sample}")
+                break
+            if not verdict.ok:
+                detail = f"completion failed: {verdict.detail}"
+            elif after is not None:
+                detail = f"no prefill pod processed the prompt ({PROMPT_TOKENS_METRIC} stayed at {before:g})"
+        result.error = f"{detail} (deadline of {settings.deadline_seconds:g}s passed)"
+        wait = _next_wait(result.attempts, settings, deadline_at, rt)
+        if wait is None:
+            rt.log(f"prefill attempt {result.attempts}: {detail}; giving up")
+            break
+        rt.log(f"prefill attempt {result.attempts}: {detail}; next attempt in {wait:.1f}s")
+        rt.sleep(wait)
+    result.seconds = round(rt.now() - started, 3)
+    return result
 
 
 # --------------------------------------------------------------------------

@@ -99,33 +99,39 @@ def worker_script() -> str:
     )
 
 
+# How long the API server waits for the engine core to report ready (vllm/envs.py,
+# VLLM_ENGINE_READY_TIMEOUT_S, default 600 s). Loading 370 GiB over two hosts and compiling can
+# take longer; tpu-inference's own CI raises it to 1800-10800 s for large models. One hour, as
+# the startup probes allow (workloads/vllm_pd.py).
+ENGINE_READY_TIMEOUT_SECONDS = 3600
+
+
 def environment(bucket: str, log_level: str) -> list[tuple[str, str]]:
-    """Environment shared by leaders and workers of both roles (reference §11.1)."""
+    """Environment shared by leaders and workers of both roles (reference §11.1).
+
+    Every name is read by the pinned release; `workloads/upstream_readers.py` says where, and a
+    test checks it in the released packages. The reference's TPU_NODE_ID, PJRT_DEVICE and
+    VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT are read by nothing in vLLM or tpu-inference 0.26.0.
+    """
     return [
         ("HF_HOME", "/usr/vllm"),
         ("TPU_MULTIHOST_BACKEND", "ray"),
         ("SKIP_JAX_PRECOMPILE", "1"),
-        ("TPU_NODE_ID", "$(LWS_WORKER_INDEX)"),
         ("JAX_PLATFORMS", ""),
         ("MODEL_IMPL_TYPE", "vllm"),
         ("TPU_BACKEND_TYPE", "jax"),
-        ("PJRT_DEVICE", "TPU"),
         ("USE_MOE_EP_KERNEL", "0"),
         ("VLLM_DISABLE_SHARED_EXPERTS_STREAM", "1"),
         ("VLLM_LOGGING_LEVEL", log_level),
         ("VLLM_MLA_DISABLE", "1"),
-        ("VLLM_ENGINE_CLIENT_STARTUP_TIMEOUT", "1800"),
+        ("VLLM_ENGINE_READY_TIMEOUT_S", str(ENGINE_READY_TIMEOUT_SECONDS)),
         ("USE_BATCHED_RPA_KERNEL", "0"),
-        ("RAY_RESERVE_CPU_FOR_RAYLET", "1"),
-        ("RAY_heartbeat_timeout_milliseconds", "300000"),
-        ("RAY_initial_reconstruction_timeout_milliseconds", "300000"),
-        ("RAY_external_storage_heartbeat_timeout_ms", "60000"),
-        ("RAY_grpc_server_thread_pool_size", "100"),
+        # Of the reference's eight Ray settings only these two exist in the Ray of the image (the
+        # other six are names from old Ray or none, read by no Ray 2.54-2.59; see upstream_readers).
         ("RAY_max_pending_lease_requests_per_scheduling_category", "1000"),
-        ("RAY_rpc_server_listen_quiet_period_ms", "3600000"),
         ("RAY_gcs_server_request_timeout_seconds", "3600"),
         ("TPU_SIDE_CHANNEL_PORT", str(SIDE_CHANNEL_PORT)),
         ("TPU_KV_TRANSFER_PORT", str(KV_TRANSFER_PORT)),
-        # vLLM writes compiled XLA programs back to the bucket: why the role is objectUser.
+        # vLLM writes compiled XLA programs back to the bucket, the only prefix it may write to.
         ("VLLM_XLA_CACHE_PATH", f"gs://{bucket}/xla_cache"),
     ]

@@ -66,6 +66,28 @@ def pool_selector(guide: str) -> dict[str, str]:
     return {GUIDE_LABEL: guide, SERVING_LABEL: "true"}
 
 
+PREFILL_METRICS_SERVICE = "vllm-prefill-leaders"
+
+
+def prefill_metrics_service_body(guide: str, namespace: str) -> dict[str, Any]:
+    """A headless Service of the prefill leaders: one DNS address per ready leader, so the smoke
+    test can read every prefill pod's prompt-token counter (workloads/smoke_test.py)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": PREFILL_METRICS_SERVICE, "namespace": namespace, "labels": dict(COMMON_LABELS)},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {**pool_selector(guide), ROLE_LABEL: "prefill"},
+            "ports": [{"name": "metrics", "port": vllm_command.POOL_PORT, "targetPort": vllm_command.POOL_PORT}],
+        },
+    }
+
+
+def prefill_metrics_url(namespace: str) -> str:
+    return f"http://{PREFILL_METRICS_SERVICE}.{namespace}.svc.cluster.local:{vllm_command.POOL_PORT}/metrics"
+
+
 def _probe(path: str, port: int, period: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": period, "failureThreshold": failures}
 
@@ -199,6 +221,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
 
 class VllmPd(pulumi.ComponentResource):
     sets: dict[str, KubernetesObject]
+    prefill_metrics: KubernetesObject | None
 
     def __init__(self, name: str, args: VllmPdArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:workloads:VllmPd", name, None, opts)
@@ -223,4 +246,11 @@ class VllmPd(pulumi.ComponentResource):
             )
             for plan in args.roles
         }
+        self.prefill_metrics = None
+        if "prefill" in self.sets:
+            self.prefill_metrics = KubernetesObject(
+                "prefill-metrics-service",
+                prefill_metrics_service_body(args.guide, args.namespace),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends),
+            )
         self.register_outputs({"leaderWorkerSets": [f"vllm-{role}" for role in self.sets]})
