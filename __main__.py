@@ -135,7 +135,9 @@ if serving.dynamic_slicing:
         SliceControllerArgs(
             provider=provider,
             image=versions.slice_controller_image,
-            depends_on=list(controllers.releases.values()),
+            # Also on the TPU pools, for the teardown: workloads, then the slice controller, then
+            # the pools, then the cluster (tests/test_teardown.py).
+            depends_on=[*controllers.releases.values(), tpu_pools],
         ),
     )
     vms = pool_count * nodes_per_pool

@@ -4,9 +4,10 @@ Why a command and not a Pulumi-native object: the CRDs ship only as manifests
 (no chart), `yaml.v2.ConfigFile` cannot be built while a brand-new stack's
 kubeconfig is unknown (so `pulumi preview` of a new stack would fail), and the
 legacy `yaml.ConfigFile` downloads at program run time, which an offline plan
-cannot. The command downloads files at an immutable commit, checks the
-checksums we know, and applies them server-side; it needs `curl`, `sha256sum`,
-`kubectl` and `gke-gcloud-auth-plugin` on the machine running Pulumi.
+cannot. The command downloads the files the program owns at an immutable commit,
+checks the checksums we know, applies them server-side, and waits for the ones
+GKE installs itself (InferencePool); it needs `curl`, `sha256sum`, `kubectl`
+and `gke-gcloud-auth-plugin` on the machine running Pulumi.
 """
 
 from __future__ import annotations
@@ -24,31 +25,32 @@ _KUBECONFIG = 'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT; printf "
 
 
 def apply_script(pinned: InferenceExtensionRelease) -> str:
-    lines = ["set -euo pipefail", _KUBECONFIG, "dir=$(mktemp -d)"]
-    for index, crd_file in enumerate(pinned.files):
+    """Apply the CRDs the program owns; wait for those GKE owns. Nothing here ever deletes a CRD.
+
+    Server-side apply with the program's field manager and without --force-conflicts: a field
+    another manager (GKE, another tenant's install) owns is a conflict that fails the update,
+    never a silent takeover.
+    """
+    lines = ["set -euo pipefail", _KUBECONFIG]
+    owned = [f for f in pinned.files if not f.gke_managed]
+    if owned:
+        lines.append("dir=$(mktemp -d)")
+    for index, crd_file in enumerate(owned):
         url = f"{REPOSITORY}/{pinned.commit}/{crd_file.path}"
         target = f'"$dir/{index}.yaml"'
         lines.append(f"curl -fsSL --retry 5 {shlex.quote(url)} -o {target}")
         if crd_file.sha256:
             lines.append(f'echo "{crd_file.sha256}  $dir/{index}.yaml" | sha256sum -c -')
-    lines.append('kubectl --kubeconfig "$kubeconfig" apply --server-side --field-manager=tpu-slicing -f "$dir"')
+    if owned:
+        lines.append('kubectl --kubeconfig "$kubeconfig" apply --server-side --field-manager=tpu-slicing -f "$dir"')
     crds = " ".join(f"crd/{f.crd}" for f in pinned.files)
-    lines.append(f'kubectl --kubeconfig "$kubeconfig" wait --for=condition=Established --timeout=120s {crds}')
-    return "\n".join(lines) + "\n"
-
-
-def delete_script(pinned: InferenceExtensionRelease) -> str:
-    crds = " ".join(f.crd for f in pinned.files)
-    return (
-        "\n".join(
-            [
-                "set -euo pipefail",
-                _KUBECONFIG,
-                f'kubectl --kubeconfig "$kubeconfig" delete crd --ignore-not-found {crds}',
-            ]
+    # GKE installs its CRDs shortly after the cluster is up: wait for them to exist first.
+    for managed in (f for f in pinned.files if f.gke_managed):
+        lines.append(
+            f'until kubectl --kubeconfig "$kubeconfig" get crd/{managed.crd} >/dev/null 2>&1; do sleep 10; done'
         )
-        + "\n"
-    )
+    lines.append(f'kubectl --kubeconfig "$kubeconfig" wait --for=condition=Established --timeout=600s {crds}')
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,14 @@ class InferenceCrds(pulumi.ComponentResource):
             "apply",
             command.local.CommandArgs(
                 create=apply_script(pinned),
+                # A new release is an update: the same apply. No `triggers` (pulumi-command's SDK
+                # turns them into replace-on-change, pulumi-command#855, and a replacement would
+                # run the old command's delete after the new apply) and no `delete`: CRDs are
+                # shared by every tenant of the cluster, and deleting one deletes every object of
+                # its kind. They go with the cluster.
                 update=apply_script(pinned),
-                delete=delete_script(pinned),
                 interpreter=["/bin/bash", "-c"],
                 environment={"KUBECONFIG_DATA": args.kubeconfig},
-                triggers=[pinned.version, pinned.commit],
                 logging=command.local.Logging.STDERR,
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),

@@ -58,9 +58,9 @@ def gateway_body(args: InferenceGatewayArgs) -> dict[str, Any]:
 def first_address(status: Any) -> str:
     """The gateway's IP from its status (`status.addresses[0].value`)."""
     addresses = (status or {}).get("addresses") or []
-    if not addresses:
-        raise ValueError("the Gateway reports no address yet")
-    return str(addresses[0]["value"])
+    # Empty, not an error: a refresh can read a Gateway between addresses, and the program must
+    # still run (the create waits for the address with pulumi.com/waitFor).
+    return str(addresses[0].get("value") or "") if addresses else ""
 
 
 def http_url(address: str, path: str = "") -> str:

@@ -10,6 +10,9 @@ class CrdFile:
     path: str
     crd: str
     sha256: str | None = None  # known for the files of ../shared/crds/SOURCES.md
+    # Installed and upgraded by GKE itself (InferencePool, from 1.34.0-gke.1626000 with the Gateway
+    # API on: llm-d's GKE guide). The program waits for it and never applies or deletes it.
+    gke_managed: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ RELEASES = {
                 "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
                 "inferencepools.inference.networking.k8s.io",
                 "0bc3ddd94db6f588a5cecc627c39e3d12b4343d51c48d47ffa68c50fa73c290c",
+                gke_managed=True,
             ),
             *_X_K8S,
         ),
@@ -51,6 +55,7 @@ RELEASES = {
                 "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml",
                 "inferencepools.inference.networking.k8s.io",
                 "55e0dbf39c50c4bbdd60106493a4573df4bb44479f9ce46762f1af718883e5cd",
+                gke_managed=True,
             ),
         ),
     ),

@@ -22,6 +22,10 @@ def cluster_provider(cluster: Cluster) -> kubernetes.Provider:
         kubernetes.ProviderArgs(
             kubeconfig=cluster.kubeconfig,
             enable_server_side_apply=True,
+            # Identifies the cluster across kubeconfig changes: an in-place cluster update makes
+            # the kubeconfig unknown during preview, which would otherwise plan a replacement of
+            # every object (pulumi-kubernetes, Provider `clusterIdentifier`).
+            cluster_identifier=cluster.cluster.id,
             # Not delete_unreachable: a transient auth or network failure during a
             # refresh would drop every object from state. After deleting a cluster out
             # of band, run `PULUMI_K8S_DELETE_UNREACHABLE=true pulumi destroy` (README).

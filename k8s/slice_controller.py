@@ -23,9 +23,23 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from k8s.awaits import TIMEOUT_SECONDS, WAIT_FOR
 from k8s.provider import COMMON_LABELS
 
 NAMESPACE = "slice-controller-system"
+# Namespaces whose Jobs, JobSets, LeaderWorkerSets and StatefulSets the webhooks never see.
+EXEMPT_NAMESPACES = (
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "gke-managed-system",
+    "gmp-system",
+    "gmp-public",
+    NAMESPACE,
+    "kueue-system",
+    "jobset-system",
+    "lws-system",
+)
 PREFIX = "slice-controller"
 SERVICE_ACCOUNT = f"{PREFIX}-controller-manager"
 DEPLOYMENT = f"{PREFIX}-controller-manager"
@@ -192,9 +206,18 @@ class SliceController(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="10m", update="10m"),
             ),
         )
+        webhook_meta = _meta(WEBHOOK_CONFIG, namespaced=False)
         self.webhooks = admission.MutatingWebhookConfiguration(
             "mutating-webhooks",
-            metadata=_meta(WEBHOOK_CONFIG, namespaced=False),
+            metadata=meta.ObjectMetaArgs(
+                name=webhook_meta.name,
+                labels=webhook_meta.labels,
+                # The controller writes the CA of its self-made serving certificate into this
+                # object once it sees it (why its role may update webhook configurations; the
+                # certificate goes into the empty Secret above). Until then the API server cannot
+                # call the webhook: `pulumi up` waits for the CA before anything goes on.
+                annotations={WAIT_FOR: "jsonpath={.webhooks[0].clientConfig.caBundle}", TIMEOUT_SECONDS: "600"},
+            ),
             webhooks=[
                 admission.MutatingWebhookArgs(
                     name=hook,
@@ -204,6 +227,16 @@ class SliceController(pulumi.ComponentResource):
                     ),
                     failure_policy="Fail",
                     side_effects="None",
+                    # Fail closed, but never for the cluster's own machinery: a controller that is
+                    # down must not stop kube-system, GKE's namespaces or the controllers that would
+                    # bring it back from creating their Jobs and StatefulSets.
+                    namespace_selector=meta.LabelSelectorArgs(
+                        match_expressions=[
+                            meta.LabelSelectorRequirementArgs(
+                                key="kubernetes.io/metadata.name", operator="NotIn", values=list(EXEMPT_NAMESPACES)
+                            )
+                        ]
+                    ),
                     rules=[
                         admission.RuleWithOperationsArgs(
                             api_groups=[group], api_versions=[version], operations=["CREATE"], resources=[resource]

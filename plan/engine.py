@@ -66,6 +66,7 @@ class Resource:
     protect: bool = False
     delete_before_replace: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
 
     def get(self, path: str, default: Any = None) -> Any:
         """Input at a dotted camelCase path, e.g. `nodeConfig.reservationAffinity.values`."""
@@ -293,6 +294,7 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
                 protect=bool(request.protect),
                 delete_before_replace=bool(request.deleteBeforeReplace),
                 ignore_changes=list(request.ignoreChanges),
+                replace_on_changes=list(request.replaceOnChanges),
             )
         )
         return response

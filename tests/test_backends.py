@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from k8s.awaits import LOAD_BALANCER_ADDRESS
 from plan import engine
 from plan.engine import PlanResult
 from settings.loader import ConfigError, load
@@ -141,7 +142,10 @@ def test_saxml_model_server_jobset(saxml: PlanResult) -> None:
 def test_saxml_http_service_is_internal_by_default(saxml: PlanResult) -> None:
     service = saxml.one("kubernetes:core/v1:Service", "http-service")
     assert service.get("spec.type") == "LoadBalancer"
-    assert service.get("metadata.annotations") == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert service.get("metadata.annotations") == {
+        "networking.gke.io/load-balancer-type": "Internal",
+        **LOAD_BALANCER_ADDRESS,  # waits for the address, not for model servers to load
+    }
     assert service.get("spec.ports.0.port") == 8888
     assert service.get("spec.loadBalancerSourceRanges") is None
 
@@ -152,7 +156,7 @@ def test_external_http_needs_and_uses_source_ranges() -> None:
         {"serving": {**_serving("saxml-v5e"), "http": {"type": "external", "sourceRanges": ["10.0.0.0/8"]}}},
     )
     service = plan.one("kubernetes:core/v1:Service", "http-service")
-    assert service.get("metadata.annotations") is None
+    assert service.get("metadata.annotations") == LOAD_BALANCER_ADDRESS
     assert service.get("spec.loadBalancerSourceRanges") == ["10.0.0.0/8"]
     for ranges in ([], ["0.0.0.0/0"]):
         raw, secrets = stack_config(

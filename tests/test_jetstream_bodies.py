@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast
 import pytest
 
 from infra.topology import CATALOG, Topology, TopologyError
+from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.provider import COMMON_LABELS
 from tests.crd_schema import CrdRegistry, crd_root, validate_core
 from workloads import jetstream
@@ -309,7 +310,10 @@ def test_service_selects_leaders_only(generation: str, topology: str) -> None:
 def test_internal_service() -> None:
     body = jetstream.service_body(SINGLE)
     assert body["metadata"]["name"] == "jetstream-svc"
-    assert body["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert body["metadata"]["annotations"] == {
+        "networking.gke.io/load-balancer-type": "Internal",
+        **LOAD_BALANCER_ADDRESS,
+    }
     spec = body["spec"]
     assert spec["type"] == "LoadBalancer"
     assert "loadBalancerSourceRanges" not in spec
@@ -321,7 +325,7 @@ def test_internal_service() -> None:
 
 def test_external_service() -> None:
     body = jetstream.service_body(replace(SINGLE, exposure="external", source_ranges=("203.0.113.0/24",)))
-    assert "annotations" not in body["metadata"]
+    assert body["metadata"]["annotations"] == LOAD_BALANCER_ADDRESS
     assert body["spec"]["type"] == "LoadBalancer"
     assert body["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
 

@@ -153,8 +153,10 @@ def test_time_to_serving_overlaps_pools_and_controllers(dev_plan: PlanResult) ->
     first_pool_done = min(t.finish[p.urn] for p in pools)
     for release in dev_plan.of_type("kubernetes:helm.sh/v3:Release"):
         assert t.start[release.urn] < first_pool_done, f"{release.name} waits for the TPU pools"
+    # The slice controller follows the TPU pools on purpose, so that teardown removes it first
+    # (tests/test_teardown.py); the serving workloads wait for the pools anyway.
     controller = dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager")
-    assert t.finish[controller.urn] < first_pool_done
+    assert t.start[controller.urn] >= first_pool_done
     # The critical path runs through a TPU pool: nothing else should be slower.
     assert any(r.name.startswith("cube-") for r, _, _ in t.path)
 

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import pulumi_command.local.command as command_sdk
 import pytest
 import yaml
 
@@ -193,16 +194,20 @@ def test_gateway_is_internal_and_waits_for_its_address(dev_plan: PlanResult) -> 
     assert dev_plan.depends_on(dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:Gateway"), proxy)
 
 
-def test_inference_crds_are_pinned_and_checked(dev_plan: PlanResult) -> None:
+def test_inference_crds_are_pinned_and_gke_owns_the_inference_pool_crd(dev_plan: PlanResult) -> None:
     command = dev_plan.one("command:local:Command", "apply")
     create = command.get("create")
-    assert (
-        "/df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml"
-        in create
-    )
-    assert "0bc3ddd94db6f588a5cecc627c39e3d12b4343d51c48d47ffa68c50fa73c290c" in create
-    assert "apply --server-side" in create
-    assert "delete crd --ignore-not-found inferencepools.inference.networking.k8s.io" in command.get("delete")
+    # The alpha CRDs are the program's, at an immutable commit; GKE's InferencePool CRD is waited for.
+    assert "/df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849/config/crd/bases/inference.networking.x-k8s.io_" in create
+    assert "inference.networking.k8s.io_inferencepools.yaml" not in create
+    assert "until kubectl" in create and "get crd/inferencepools.inference.networking.k8s.io" in create
+    assert "apply --server-side --field-manager=tpu-slicing" in create and "--force-conflicts" not in create
+    assert command.get("update") == create
+    # Never deleted, never replaced: no delete step, no triggers (the SDK makes them replace-on-change).
+    assert command.get("delete") is None
+    assert command.get("triggers") is None
+    # The SDK always asks to replace on `triggers[*]`; with no triggers that never fires.
+    assert command.replace_on_changes == ["triggers[*]"]
     assert "gke-gcloud-auth-plugin" in command.get("environment.KUBECONFIG_DATA")
     assert is_secret_input(command, "environment.KUBECONFIG_DATA")
     pool = dev_plan.one("kubernetes:inference.networking.k8s.io/v1:InferencePool")
@@ -335,3 +340,17 @@ def test_the_prefill_leaders_have_a_headless_metrics_service(dev_plan: PlanResul
     assert selector.items() <= leader_labels.items()  # every prefill leader, and only leaders
     assert not selector.items() <= worker_labels.items()
     assert service.get("spec.ports") == [{"name": "metrics", "port": 8000, "targetPort": 8000}]
+
+
+def test_the_command_sdk_turns_triggers_into_a_replacement() -> None:
+    """Why the inference-extension command has no triggers: pulumi-command 1.2.1's own SDK."""
+    source = Path(command_sdk.__file__).read_text()
+    assert 'replace_on_changes=["triggers[*]"]' in source
+
+
+def test_a_version_bump_of_the_inference_extension_is_an_update(run_dev: DevRunner) -> None:
+    old = run_dev().one("command:local:Command", "apply")
+    new = run_dev({"versions": {"gatewayApiInferenceExtension": "v1.6.0"}}).one("command:local:Command", "apply")
+    assert old.urn == new.urn  # the same resource, its script changed: the engine plans an update
+    assert old.get("create") != new.get("create")
+    assert new.get("triggers") is None and new.get("delete") is None and not new.delete_before_replace

@@ -34,6 +34,7 @@ from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
 from infra.topology import Generation, Topology
+from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from workloads.bucket_access import Grant, grants
@@ -388,7 +389,7 @@ def service_body(args: JetstreamArgs) -> dict[str, Any]:
     }
     if not internal:
         spec["loadBalancerSourceRanges"] = list(args.source_ranges)
-    annotations = {INTERNAL_LB_ANNOTATION: "Internal"} if internal else None
+    annotations = {**LOAD_BALANCER_ADDRESS, **({INTERNAL_LB_ANNOTATION: "Internal"} if internal else {})}
     return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(args, SERVICE_NAME, annotations), "spec": spec}
 
 

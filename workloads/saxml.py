@@ -23,6 +23,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from infra.topology import Generation, Topology
+from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from workloads.jetstream import ingress_ip
@@ -272,7 +273,7 @@ class Saxml(pulumi.ComponentResource):
                 name="sax-http",
                 namespace=args.namespace,
                 labels=_labels("sax-http"),
-                annotations=INTERNAL_LB if args.exposure == "internal" else None,
+                annotations={**LOAD_BALANCER_ADDRESS, **(INTERNAL_LB if args.exposure == "internal" else {})},
             ),
             spec=core.ServiceSpecArgs(
                 type="LoadBalancer",
