@@ -33,6 +33,7 @@ class ClusterArgs:
     system_nodes_per_zone: int
     deletion_protection: bool
     maintenance_window_start: str
+    protect: bool = True  # Pulumi protect on the cluster and its pools (settings: cluster.protect)
     maintenance_exclusion: MaintenanceExclusion | None = None
     depends_on: Sequence[pulumi.Resource] = ()
 
@@ -199,7 +200,9 @@ class Cluster(pulumi.ComponentResource):
             # A version chosen from the channel is kept in state: a later preview, when the channel
             # offers something newer, changes nothing (the channel upgrades the control plane
             # itself). An explicit pin is tracked, so editing it is an update.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=[] if args.version else ["minMasterVersion"]),
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=args.protect, ignore_changes=[] if args.version else ["minMasterVersion"]
+            ),
         )
         self.system_pool = gcp.container.NodePool(
             "system-pool",
@@ -224,7 +227,7 @@ class Cluster(pulumi.ComponentResource):
                     labels={"tpu-slicing/role": "system"},
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role], protect=args.protect),
         )
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(

@@ -40,6 +40,7 @@ class TpuPoolsArgs:
     accelerator_label: str
     # The node service account's role binding: the first TPU node must not boot without it.
     node_role: pulumi.Resource | None = None
+    protect: bool = True  # Pulumi protect: a mistaken destroy stops before the first pool
     # Exactly one: a workload policy (TPU7x cubes) or a fixed slice topology.
     policy: gcp.compute.ResourcePolicy | None = None
     tpu_topology: str | None = None
@@ -114,7 +115,9 @@ class TpuPools(pulumi.ComponentResource):
                         labels={"tpu-slicing/role": "tpu"},
                     ),
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=waits, ignore_changes=list(GKE_REPORTED)),
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=waits, ignore_changes=list(GKE_REPORTED), protect=args.protect
+                ),
             )
             for index, (pool_name, path) in enumerate(zip(args.pool_names, args.reservation_paths, strict=True), 1)
         ]

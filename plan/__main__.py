@@ -59,7 +59,12 @@ def show(argv: list[str]) -> int:
     raw, secret_keys, config = _load(args.stack)
     result = engine.run(raw, stack=args.stack, secret_keys=secret_keys, preview=args.preview)
     out = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / args.stack
-    manifests.write(result, out)
+    try:
+        # The default folder is the plan's own (under build/); a folder given with --out is
+        # written only when it is empty or an earlier plan's.
+        manifests.write(result, out, owned=not args.out)
+    except manifests.NotOwnedError as err:
+        raise SystemExit(f"error: {err}") from None
     if args.json:
         Path(args.json).write_text(document.dumps(document.document(result, config)))
     shown = out.relative_to(engine.ROOT) if out.is_relative_to(engine.ROOT) else out

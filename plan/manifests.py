@@ -32,11 +32,39 @@ def file_name(obj: dict[str, Any]) -> str:
     return f"{namespace}--{obj['kind'].lower()}--{meta.get('name', 'unnamed')}.yaml"
 
 
-def write(result: PlanResult, directory: Path) -> list[Path]:
-    """Write each object (and each Helm release's chart, version and values) as a YAML file."""
+# Lists what the plan wrote into a folder: the folder is the plan's, and only those files are
+# ever removed by a later plan.
+MARKER = ".tpu-slicing-plan"
+
+
+class NotOwnedError(ValueError):
+    pass
+
+
+def claim(directory: Path, owned: bool = False) -> None:
+    """Make `directory` the plan's output folder, removing only what an earlier plan wrote there.
+
+    `owned`: the program's own folder (build/plan/<stack>), whose YAML files are all plan output.
+    """
+    if (directory / "Pulumi.yaml").exists():
+        raise NotOwnedError(f"{directory} holds a Pulumi project: choose an empty folder for --out")
+    marker = directory / MARKER
+    if owned and directory.exists() and not marker.exists():
+        marker.write_text("".join(f"{path.name}\n" for path in sorted(directory.glob("*.yaml"))))
+    if directory.exists() and any(directory.iterdir()) and not marker.exists():
+        raise NotOwnedError(f"{directory} is not empty and was not written by a plan: choose an empty folder for --out")
     directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.yaml"):
-        old.unlink()
+    if marker.exists():
+        for name in marker.read_text().splitlines():
+            earlier = directory / name
+            if name and "/" not in name and earlier.is_file():
+                earlier.unlink()
+    marker.write_text("")
+
+
+def write(result: PlanResult, directory: Path, owned: bool = False) -> list[Path]:
+    """Write each object (and each Helm release's chart, version and values) as a YAML file."""
+    claim(directory, owned)
     written = []
     for _, obj in objects(result):
         path = directory / file_name(obj)
@@ -48,4 +76,5 @@ def write(result: PlanResult, directory: Path) -> list[Path]:
         path = directory / f"{inputs.get('namespace')}--helm-release--{inputs.get('name')}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         written.append(path)
+    (directory / MARKER).write_text("".join(f"{path.name}\n" for path in sorted(written)))
     return sorted(written)

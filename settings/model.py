@@ -213,6 +213,9 @@ class ClusterConfig(StrictModel):
     system_machine_type: str = Field("n2-standard-32", pattern=r"^[a-z0-9]+-[a-z0-9]+(-[0-9]+)?$")
     system_nodes_per_zone: int = Field(1, ge=1, le=10)
     deletion_protection: bool = True
+    # Pulumi `protect` on the cluster and every node pool: the engine refuses a destroy (or a
+    # replacement) of them before it deletes anything. Set false, `pulumi up`, then destroy.
+    protect: bool = True
     maintenance_window_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     maintenance_exclusion: MaintenanceExclusion | None = None
 
@@ -495,6 +498,27 @@ class SliceConfig(StrictModel):
         return Topology.parse(self.topology)
 
 
+# The widest block of addresses an external, unauthenticated service may be opened to.
+MIN_SOURCE_PREFIX = 8
+
+# Namespaces the cluster, GKE or the controllers this program installs already own: a serving
+# namespace there fails late (AlreadyExists) while TPU pools bill, or races the owner's chart.
+RESERVED_NAMESPACES = frozenset(
+    {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "jobset-system", "lws-system"}
+    | {"slice-controller-system", "gmp-system", "gmp-public", "gke-managed-system"}
+)
+RESERVED_NAMESPACE_PREFIXES = ("kube-", "gke-", "gmp-")
+
+
+def _own_namespace(value: str) -> str:
+    if value in RESERVED_NAMESPACES or value.startswith(RESERVED_NAMESPACE_PREFIXES):
+        raise ValueError(
+            f"{value!r} is a namespace the cluster or its controllers own; allowed: any other DNS label "
+            f"(not {', '.join(sorted(RESERVED_NAMESPACES))}, nor kube-*, gke-*, gmp-*)"
+        )
+    return value
+
+
 class HttpExposure(StrictModel):
     """How a backend's HTTP service is reached: an internal load balancer unless told otherwise."""
 
@@ -507,8 +531,19 @@ class HttpExposure(StrictModel):
             raise ValueError(
                 "an external service needs sourceRanges: the Saxml/JetStream HTTP APIs have no authentication"
             )
-        if self.type == "external" and any(r.prefixlen == 0 for r in self.source_ranges):
-            raise ValueError("sourceRanges may not contain 0.0.0.0/0: that is the whole internet")
+        if self.type == "internal" and self.source_ranges:
+            raise ValueError(
+                f"sourceRanges {[str(r) for r in self.source_ranges]} do nothing on an internal service "
+                "(GKE ignores them there): remove them, or use type external"
+            )
+        # By union, not by literal: [0.0.0.0/1, 128.0.0.0/1] is the whole internet too.
+        wide = [n for n in ipaddress.collapse_addresses(self.source_ranges) if n.prefixlen < MIN_SOURCE_PREFIX]
+        if self.type == "external" and wide:
+            raise ValueError(
+                f"sourceRanges {[str(r) for r in self.source_ranges]} together cover {wide[0]}, wider than a "
+                f"/{MIN_SOURCE_PREFIX}: the Saxml/JetStream HTTP APIs have no authentication; allowed: "
+                f"ranges whose union has no block wider than /{MIN_SOURCE_PREFIX}"
+            )
         return self
 
 
@@ -543,7 +578,7 @@ class JetstreamConfig(StrictModel):
 
 class ServingConfig(StrictModel):
     backend: Backend = Backend.VLLM_PD
-    namespace: DnsLabel = "llm-d-pd-disaggregation"
+    namespace: Annotated[DnsLabel, AfterValidator(_own_namespace)] = "llm-d-pd-disaggregation"
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
     prefill: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
     decode: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))

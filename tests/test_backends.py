@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from plan import engine
 from plan.engine import PlanResult
 from settings.loader import ConfigError, load
+from settings.model import MIN_SOURCE_PREFIX, RESERVED_NAMESPACES
 from workloads.saxml import PUBLISH_SCRIPT
 
 POOL = "gcp:container/nodePool:NodePool"
@@ -249,3 +253,35 @@ def test_plan_shows_the_backend_picture(capsys: pytest.CaptureFixture[str], tmp_
     assert "2 slice(s) of 4x8 v5e: 16 VMs, 64 chips, 64 JAX devices, 1024 GiB HBM" in out
     assert "on-demand capacity" in out
     assert "backend saxml" in out
+
+
+def _saxml_http(http: dict[str, Any]) -> None:
+    raw, secrets = stack_config("saxml-v5e", {"serving": {**_serving("saxml-v5e"), "http": http}})
+    load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+
+
+@given(st.integers(1, MIN_SOURCE_PREFIX - 1), st.integers(0, 2**32 - 1))
+def test_source_ranges_that_cover_more_than_a_slash_8_together_are_refused(prefix: int, seed: int) -> None:
+    """Exposure by union: any split of a block wider than a /8 into smaller ranges is refused."""
+    wide = ipaddress.IPv4Network((seed, prefix), strict=False)
+    pieces = [str(n) for n in wide.subnets(new_prefix=min(prefix + 2, 32))]
+    with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.http.*together cover"):
+        _saxml_http({"type": "external", "sourceRanges": pieces})
+
+
+def test_the_two_halves_of_the_internet_are_the_whole_internet() -> None:
+    with pytest.raises(ConfigError, match=r"together cover 0\.0\.0\.0/0"):
+        _saxml_http({"type": "external", "sourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]})
+    _saxml_http({"type": "external", "sourceRanges": ["203.0.113.0/24", "10.0.0.0/8"]})
+
+
+def test_source_ranges_on_an_internal_service_are_refused_not_dropped() -> None:
+    with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.http.*do nothing on an internal service"):
+        _saxml_http({"type": "internal", "sourceRanges": ["10.0.0.0/8"]})
+
+
+@given(st.sampled_from(sorted(RESERVED_NAMESPACES)) | st.from_regex(r"\A(kube|gke|gmp)-[a-z0-9]{1,8}\Z"))
+def test_a_serving_namespace_the_cluster_owns_is_refused(namespace: str) -> None:
+    raw, secrets = stack_config("saxml-v5e", {"serving": {**_serving("saxml-v5e"), "namespace": namespace}})
+    with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.namespace.*the cluster or its controllers own"):
+        load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)

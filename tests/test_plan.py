@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from plan.__main__ import main
@@ -43,3 +45,30 @@ def test_invalid_stack_file_exits_with_the_problems(tmp_path: object, capsys: py
         path.unlink()
     err = capsys.readouterr().err
     assert "tpu-slicing:zone" in err and "nowhere" in err
+
+
+def test_plan_out_never_deletes_a_file_it_did_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Pulumi.yaml").write_text("name: x\n")
+    (project / "Pulumi.dev.yaml").write_text("config: {}\n")
+    assert main(["--stack", "dev", "--out", str(project)]) != 0
+    assert "holds a Pulumi project" in capsys.readouterr().err
+    assert sorted(p.name for p in project.iterdir()) == ["Pulumi.dev.yaml", "Pulumi.yaml"]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.yaml").write_text("mine\n")
+    assert main(["--stack", "dev", "--out", str(other)]) != 0
+    assert "not empty and was not written by a plan" in capsys.readouterr().err
+    assert (other / "notes.yaml").read_text() == "mine\n"
+
+
+def test_plan_out_replaces_only_what_an_earlier_plan_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    main(["--stack", "dev", "--out", str(out)])
+    first = {p.name for p in out.glob("*.yaml")}
+    (out / "stale--configmap--gone.yaml").write_text("x\n")
+    marker = out / ".tpu-slicing-plan"
+    marker.write_text(marker.read_text() + "stale--configmap--gone.yaml\n")
+    main(["--stack", "dev", "--out", str(out)])
+    assert {p.name for p in out.glob("*.yaml")} == first

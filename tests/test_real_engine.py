@@ -189,3 +189,32 @@ def test_a_preview_after_up_changes_nothing_in_google_cloud(engine: Engine, stac
     changed = [(s["op"], s["urn"]) for s in document["steps"] if s["op"] != "same"]
     assert changed == []
     assert set(document["changeSummary"]) == {"same"}
+
+
+def test_a_mistaken_destroy_deletes_nothing_until_protection_is_released(engine: Engine) -> None:
+    """`pulumi destroy` of a protected stack stops before its first delete; the README's teardown works.
+
+    The stop is the destroy's preview: with `--skip-preview` the real engine first deletes what is
+    not protected and only then refuses (seen while writing this test), hence the README's warning.
+    """
+    ws = _initialised(engine, "dev", "destroy")
+    name = "dev-new"
+    targets = _google_cloud_targets(ws, name)
+    ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
+
+    def resources() -> list[str]:
+        exported = json.loads(ws.pulumi("stack", "export", "--stack", name).stdout)
+        return sorted(r["urn"] for r in exported["deployment"].get("resources") or [])
+
+    before = resources()
+    protected = [u for u in before if "gcp:container/" in u]
+    assert protected  # the cluster and its pools
+    done = ws.pulumi("destroy", "--yes", "--stack", name, check=False)
+    assert done.returncode != 0
+    assert "protected" in done.stdout + done.stderr
+    assert resources() == before  # nothing deleted, not even what depends on nothing protected
+
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.protect", "false", "--stack", name)
+    ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
+    ws.pulumi("destroy", "--yes", "--skip-preview", "--stack", name)
+    assert not [u for u in resources() if "gcp:" in u]

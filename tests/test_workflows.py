@@ -296,6 +296,7 @@ def test_destroy_lifts_deletion_protection_through_the_policy_pack_first() -> No
     assert commands == [
         'pulumi stack select "$STACK"',
         "pulumi config set --stack \"$STACK\" --path 'tpu-slicing:cluster.deletionProtection' false",
+        "pulumi config set --stack \"$STACK\" --path 'tpu-slicing:cluster.protect' false",
         'pulumi up --stack "$STACK" --yes --policy-pack policy --policy-pack-config policy/teardown-config.json',
         'pulumi destroy --stack "$STACK" --yes',
     ]
