@@ -17,6 +17,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
+from k8s import pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from settings.naming import Names
@@ -132,7 +133,9 @@ class KueueQueues(pulumi.ComponentResource):
         )
         self.namespace = core.Namespace(
             "workload-namespace",
-            metadata=meta.ObjectMetaArgs(name=args.namespace, labels=dict(COMMON_LABELS)),
+            metadata=meta.ObjectMetaArgs(
+                name=args.namespace, labels={**COMMON_LABELS, **pod_security.namespace_labels(pod_security.SERVING)}
+            ),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.local_queue = resource(

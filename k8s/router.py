@@ -271,6 +271,8 @@ class Router(pulumi.ComponentResource):
                                     allow_privilege_escalation=False,
                                     run_as_non_root=True,
                                     capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+                                    # Pod Security "restricted": the container runtime's default profile.
+                                    seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
                                 ),
                                 volume_mounts=[
                                     core.VolumeMountArgs(name="config", mount_path="/config", read_only=True)

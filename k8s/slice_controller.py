@@ -23,6 +23,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from k8s import pod_security
 from k8s.awaits import TIMEOUT_SECONDS, WAIT_FOR
 from k8s.provider import COMMON_LABELS
 
@@ -121,7 +122,15 @@ class SliceController(pulumi.ComponentResource):
     def __init__(self, name: str, args: SliceControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:SliceController", name, None, opts)
         first = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        namespace = core.Namespace("namespace", metadata=_meta(NAMESPACE, namespaced=False), opts=first)
+        namespace_meta = _meta(NAMESPACE, namespaced=False)
+        namespace = core.Namespace(
+            "namespace",
+            metadata=meta.ObjectMetaArgs(
+                name=namespace_meta.name,
+                labels={**namespace_meta.labels, **pod_security.namespace_labels(pod_security.SLICE_CONTROLLER)},
+            ),
+            opts=first,
+        )
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         account = core.ServiceAccount("service-account", metadata=_meta(SERVICE_ACCOUNT), opts=child)
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)

@@ -34,6 +34,7 @@ from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
 from infra.topology import Generation, Topology
+from k8s import pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
@@ -422,7 +423,10 @@ class Jetstream(pulumi.ComponentResource):
         multi_host = is_multi_host(args)
         self.namespace = namespace = core.Namespace(
             f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": dict(COMMON_LABELS)},
+            metadata={
+                "name": args.namespace,
+                "labels": {**COMMON_LABELS, **pod_security.namespace_labels(pod_security.SERVING)},
+            },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
         depends = [*args.depends_on, namespace]

@@ -23,6 +23,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from infra.topology import Generation, Topology
+from k8s import pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
@@ -210,7 +211,11 @@ class Saxml(pulumi.ComponentResource):
         )
         k8s_first = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         namespace = core.Namespace(
-            "namespace", metadata=meta.ObjectMetaArgs(name=args.namespace, labels=dict(COMMON_LABELS)), opts=k8s_first
+            "namespace",
+            metadata=meta.ObjectMetaArgs(
+                name=args.namespace, labels={**COMMON_LABELS, **pod_security.namespace_labels(pod_security.SERVING)}
+            ),
+            opts=k8s_first,
         )
         ksa = core.ServiceAccount(
             "service-account",
@@ -329,7 +334,11 @@ class Saxml(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=_labels("sax-publish")),
                     spec=core.PodSpecArgs(
                         restart_policy="Never",
-                        security_context=core.PodSecurityContextArgs(run_as_non_root=True, run_as_user=65534),
+                        security_context=core.PodSecurityContextArgs(
+                            run_as_non_root=True,
+                            run_as_user=65534,
+                            seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
                         containers=[
                             core.ContainerArgs(
                                 name="publish",
