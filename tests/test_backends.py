@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from k8s.awaits import LOAD_BALANCER_ADDRESS
@@ -260,6 +260,8 @@ def _saxml_http(http: dict[str, Any]) -> None:
     load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
 
 
+# Each example validates a whole stack configuration: no per-example deadline on a loaded machine.
+@settings(deadline=None, max_examples=40)
 @given(st.integers(1, MIN_SOURCE_PREFIX - 1), st.integers(0, 2**32 - 1))
 def test_source_ranges_that_cover_more_than_a_slash_8_together_are_refused(prefix: int, seed: int) -> None:
     """Exposure by union: any split of a block wider than a /8 into smaller ranges is refused."""
@@ -280,6 +282,7 @@ def test_source_ranges_on_an_internal_service_are_refused_not_dropped() -> None:
         _saxml_http({"type": "internal", "sourceRanges": ["10.0.0.0/8"]})
 
 
+@settings(deadline=None, max_examples=40)
 @given(st.sampled_from(sorted(RESERVED_NAMESPACES)) | st.from_regex(r"\A(kube|gke|gmp)-[a-z0-9]{1,8}\Z"))
 def test_a_serving_namespace_the_cluster_owns_is_refused(namespace: str) -> None:
     raw, secrets = stack_config("saxml-v5e", {"serving": {**_serving("saxml-v5e"), "namespace": namespace}})

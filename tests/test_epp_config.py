@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from k8s import epp_config
@@ -35,6 +35,7 @@ def test_plugins_naming_each_other_are_refused() -> None:
         epp_config.ordered([Plugin("a", {"next": "b"}), Plugin("b", {"next": "a"})])
 
 
+@settings(deadline=None)
 @given(st.permutations(list(PD_PLUGIN_SET)))
 def test_any_written_order_becomes_a_loadable_one(order: list[Plugin]) -> None:
     document = epp_config.config(order, PD_PROFILES)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.gke_versions import NoOfferedVersionError, OfferedVersions, choose, version_key
@@ -35,6 +35,7 @@ def test_nothing_offered_at_the_floor_is_an_error_naming_the_key() -> None:
         choose(offered(["1.35.2-gke.1842000"]), "RAPID", None, "1.36.0-gke.3712000")
 
 
+@settings(deadline=None)
 @given(st.lists(versions, min_size=1, max_size=12), versions, st.sampled_from([None, "1.36.", "1.3"]))
 def test_the_choice_is_offered_fits_and_is_the_newest_fit(valid: list[str], floor: str, prefix: str | None) -> None:
     fits = [v for v in valid if version_key(v) >= version_key(floor) and (not prefix or v.startswith(prefix))]
