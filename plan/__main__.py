@@ -24,6 +24,7 @@ from typing import Any
 from plan import document, engine, graph, manifests, render, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
+from settings.stack_file import StackFileError
 
 COMMANDS = ("diff", "graph", "stacks")
 
@@ -32,7 +33,11 @@ def _load(stack: str) -> tuple[dict[str, Any], list[str], StackConfig]:
     path = engine.stack_file(stack)
     if not path.exists():
         raise SystemExit(f"error: no stack file {path.name} in {path.parent}")
-    raw, secret_keys = engine.read_stack_config(path)
+    try:
+        raw, secret_keys = engine.read_stack_config(path)
+    except StackFileError as err:
+        print(f"error in {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     try:
         config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
     except ConfigError as err:

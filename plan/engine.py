@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import mocks as runtime_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+
+from settings.stack_file import read as read_cli_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
@@ -307,13 +308,13 @@ def stack_file(stack: str, root: Path = ROOT) -> Path:
 def read_stack_config(path: Path) -> tuple[dict[str, Any], list[str]]:
     """Config of a stack file as the engine hands it to programs: structured values as JSON.
 
-    Encrypted (`secure:`) values cannot be read offline; they become a
-    placeholder that keeps their key secret, which is all the plan needs.
+    Read as the CLI reads it (settings/stack_file.py: YAML 1.2, duplicate keys refused, bare keys
+    in the project's namespace). Encrypted (`secure:`) values cannot be read offline; they become
+    a placeholder that keeps their key secret, which is all the plan needs.
     """
-    document = yaml.safe_load(path.read_text()) or {}
     config: dict[str, Any] = {}
     secret_keys: list[str] = []
-    for key, value in (document.get("config") or {}).items():
+    for key, value in read_cli_stack_file(path, PROJECT).items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             config[key] = SECRET_PLACEHOLDER
             secret_keys.append(key)
