@@ -107,6 +107,15 @@ class StrictModel(BaseModel):
         return data
 
 
+SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
+# GKE gives every node a /24 of the pod range at the default of 110 pods a node (GKE docs,
+# "Configure maximum Pods per node"), so a pod range of /N holds 2^(24-N) nodes.
+NODE_POD_PREFIX = 24
+# A regional cluster's system pool has `systemNodesPerZone` nodes in each of the region's zones;
+# three is what GKE regions have, the AI-zone regions among them.
+REGION_ZONES = 3
+
+
 class NetworkConfig(StrictModel):
     mtu: int = Field(8896, ge=1300, le=8896)
     node_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.10.0.0/18")
@@ -117,8 +126,9 @@ class NetworkConfig(StrictModel):
     @field_validator("node_cidr", "pod_cidr", "service_cidr", "proxy_cidr")
     @classmethod
     def _private(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
-        if not value.is_private:
-            raise ValueError(f"{value} is not a private (RFC 1918) range")
+        # GKE also takes the shared address space (RFC 6598) for VPC-native ranges.
+        if not (value.is_private or value.subnet_of(SHARED_ADDRESS_SPACE)):
+            raise ValueError(f"{value} is not a private range: allowed are RFC 1918 and 100.64.0.0/10 (RFC 6598)")
         return value
 
     @field_validator("proxy_cidr")
@@ -414,6 +424,18 @@ class ModelConfig(StrictModel):
     bytes_per_parameter: float = Field(1.0, gt=0, le=8)
     kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
 
+    @field_validator("path")
+    @classmethod
+    def _object_path(cls, value: str) -> str:
+        # Joined as gs://<weightsBucket>/<path>: a leading '/' or a whole URI makes a path that
+        # does not exist, found only when the model servers fail to load an hour later.
+        if value.startswith(("/", "gs://")):
+            raise ValueError(
+                f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
+                "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
+            )
+        return value
+
     @field_validator("name")
     @classmethod
     def _labelled(cls, value: str) -> str:
@@ -674,7 +696,30 @@ class StackConfig(StrictModel):
         self._check_sub_blocks()
         self._check_versions_for_features()
         self._check_slices()
+        self._check_network_capacity()
         return self
+
+    def _check_network_capacity(self) -> None:
+        if self.serving.dynamic_slicing:
+            tpu_nodes, what = self.tpu.cubes * self.tpu.vms_per_cube, f"tpu.cubes {self.tpu.cubes}"
+        else:
+            shape = self.serving.slice.shape
+            tpu_nodes = self.serving.slices * self.serving.slice.generation.vms(shape)
+            what = f"serving.slices {self.serving.slices}"
+        nodes = tpu_nodes + self.cluster.system_nodes_per_zone * REGION_ZONES
+        pod_range = self.network.pod_cidr
+        held = 2 ** max(0, NODE_POD_PREFIX - pod_range.prefixlen)
+        if nodes > held:
+            wanted = NODE_POD_PREFIX - (nodes - 1).bit_length()
+            raise ValueError(
+                f"network.podCidr {pod_range} holds {held} nodes (a /{NODE_POD_PREFIX} each), but {what} and the "
+                f"system pool make {nodes}: node creation would hang; allowed: a pod range of /{wanted} or wider"
+            )
+        node_range = self.network.node_cidr
+        if nodes > node_range.num_addresses - 4:  # GCP keeps four addresses of every subnet
+            raise ValueError(
+                f"network.nodeCidr {node_range} has {node_range.num_addresses - 4} usable addresses for {nodes} nodes"
+            )
 
     def _check_region(self) -> None:
         derived = self.zone.rsplit("-", 1)[0]

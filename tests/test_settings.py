@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plan import engine
 from settings.loader import ConfigError, load
@@ -99,6 +101,14 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "1.35.2-gke.1842000",
     ),
     ("version prefix", {"cluster": {"versionPrefix": "1.36"}}, "tpu-slicing:cluster.versionPrefix", "pattern"),
+    ("model path with a slash", {"serving": {"model": {"path": "/models/x"}}}, "serving.model.path", "leading '/'"),
+    ("model path as a uri", {"serving": {"model": {"path": "gs://b/models/x"}}}, "serving.model.path", "gs://"),
+    (
+        "pod range too small for the cubes",
+        {"network": {"podCidr": "10.16.0.0/20"}},
+        "tpu-slicing:network.podCidr",
+        "a pod range of /18 or wider",
+    ),
     (
         "gke version too old for subslicing",
         {"cluster": {"version": "1.35.2-gke.1842000"}},
@@ -281,3 +291,25 @@ def test_engine_reads_secure_values_as_secret_placeholders(tmp_path: Any) -> Non
     raw, secrets = engine.read_stack_config(stack)
     assert secrets == ["tpu-slicing:hfToken"]
     assert raw["tpu-slicing:hfToken"] == engine.SECRET_PLACEHOLDER
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(10, 23), st.integers(1, 144))
+def test_the_pod_range_must_hold_every_node(prefix: int, cubes: int) -> None:
+    """Capacity the network cannot hold, as a class: any pod range too small for the nodes is refused."""
+    nodes = cubes * 16 + 3  # 16 VMs a cube, one system node in each of three zones
+    overrides = {
+        "network": {"podCidr": f"100.64.0.0/{prefix}"},
+        "tpu": {"cubes": cubes},
+        "reservation": {"subBlocks": None, "blockCubes": None},
+    }
+    if nodes <= 2 ** (24 - prefix):
+        config_with(overrides)
+        return
+    with pytest.raises(ConfigError, match=r"tpu-slicing:network\.podCidr .* holds"):
+        config_with(overrides)
+
+
+def test_shared_address_space_is_a_private_range_for_gke() -> None:
+    config = config_with({"network": {"podCidr": "100.64.0.0/14"}})
+    assert str(config.network.pod_cidr) == "100.64.0.0/14"
