@@ -13,6 +13,7 @@ from settings.model import StackConfig
 
 NAMESPACE = "tpu-slicing"
 SECRET_KEYS = frozenset({"hfToken"})
+PROVIDER_SECRETS = frozenset({"gcp:credentials", "gcp:accessToken"})
 
 
 class ConfigError(ValueError):
@@ -89,6 +90,12 @@ def load(
                 f"{NAMESPACE}:{key}: is stored in plain text; set it with "
                 f"`pulumi config set --secret {NAMESPACE}:{key}` (allowed: a Pulumi secret only)"
             )
+    # A provider credential in a committed stack file is a leaked credential: secrets only.
+    for key in sorted(k for k in raw if k in PROVIDER_SECRETS and k not in secrets):
+        problems.append(
+            f"{key}: is stored in plain text; set it with `pulumi config set --secret {key}` "
+            "or leave it out and use Application Default Credentials (allowed: a Pulumi secret only)"
+        )
     data.setdefault("namePrefix", stack)
     if "project" in data:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")

@@ -619,6 +619,19 @@ class ServingConfig(StrictModel):
         return self.backend in (Backend.VLLM_PD, Backend.NONE)
 
 
+# Serving keys of the other platform, which a backend never reads (__main__.py): set in a stack
+# file they would be ignored without a word. The backend-specific blocks (saxml, jetstream) stay
+# allowed on either of the two slice backends, so a stack switches between them by one key.
+_SLICE_KEYS = frozenset({"slices", "slice", "http"})
+_CUBE_SERVING_KEYS = frozenset({"prefill", "decode", "vllm", "gateway", "smoke_test"})
+IGNORED_KEYS: dict[Backend, frozenset[str]] = {
+    Backend.VLLM_PD: _SLICE_KEYS | {"saxml", "jetstream"},
+    Backend.NONE: _SLICE_KEYS | {"saxml", "jetstream"},
+    Backend.SAXML: _CUBE_SERVING_KEYS,
+    Backend.JETSTREAM: _CUBE_SERVING_KEYS,
+}
+
+
 class AlertsConfig(StrictModel):
     enabled: bool = False
     notification_channels: list[str] = Field(default_factory=list, max_length=16)
@@ -730,6 +743,13 @@ class StackConfig(StrictModel):
 
     def _check_backend_platform(self) -> None:
         serving = self.serving
+        unused = sorted(to_camel(name) for name in serving.model_fields_set & IGNORED_KEYS[serving.backend])
+        if unused:
+            platform = "TPU7x cubes" if serving.dynamic_slicing else "multi-host slices"
+            raise ValueError(
+                f"serving.{unused[0]} does nothing with serving.backend {serving.backend.value!r} (it runs on "
+                f"{platform}), so it would be ignored without a word; remove it"
+            )
         if serving.dynamic_slicing:
             if self.reservation is None or self.reservation.block is None:
                 raise ValueError(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,12 +39,11 @@ def stack_config(stack: str, overrides: dict[str, Any] | None = None) -> tuple[d
     document = yaml.safe_load(engine.stack_file(stack).read_text())
     for key, value in (overrides or {}).items():
         document["config"][f"tpu-slicing:{key}"] = value
-    path = engine.ROOT / f"Pulumi.ci-{stack}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    try:
+    # A private folder: parallel workers must neither share the file nor see it in the project.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"Pulumi.{stack}.yaml"
+        path.write_text(yaml.safe_dump(document))
         return engine.read_stack_config(path)
-    finally:
-        path.unlink()
 
 
 def run(stack: str, overrides: dict[str, Any]) -> PlanResult:
@@ -288,3 +289,19 @@ def test_a_serving_namespace_the_cluster_owns_is_refused(namespace: str) -> None
     raw, secrets = stack_config("saxml-v5e", {"serving": {**_serving("saxml-v5e"), "namespace": namespace}})
     with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.namespace.*the cluster or its controllers own"):
         load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+
+
+def test_cube_serving_keys_on_a_slice_backend_are_refused() -> None:
+    raw, secrets = stack_config("saxml-v5e", {"serving": {**_serving("saxml-v5e"), "prefill": {"replicas": 2}}})
+    with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.prefill does nothing with serving\.backend 'saxml'"):
+        load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets)
+
+
+def test_a_slice_stack_switches_backend_by_one_key() -> None:
+    serving = {**_serving("saxml-v5e"), "backend": "jetstream"}
+    serving["model"] = {**serving["model"], "weightsBucket": "example-model-weights"}
+    raw, secrets = stack_config("saxml-v5e", {"serving": serving})
+    assert (
+        load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets).serving.backend.value
+        == "jetstream"
+    )

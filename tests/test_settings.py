@@ -101,6 +101,14 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "1.35.2-gke.1842000",
     ),
     ("version prefix", {"cluster": {"versionPrefix": "1.36"}}, "tpu-slicing:cluster.versionPrefix", "pattern"),
+    ("slices on the cube platform", {"serving": {"slices": 3}}, "tpu-slicing:serving.slices", "does nothing"),
+    ("http on the cube platform", {"serving": {"http": {"type": "internal"}}}, "serving.http", "does nothing"),
+    (
+        "plaintext cloud credentials",
+        {"gcp:credentials": '{"type": "service_account"}'},
+        "gcp:credentials",
+        "pulumi config set --secret gcp:credentials",
+    ),
     ("model path with a slash", {"serving": {"model": {"path": "/models/x"}}}, "serving.model.path", "leading '/'"),
     ("model path as a uri", {"serving": {"model": {"path": "gs://b/models/x"}}}, "serving.model.path", "gs://"),
     (
