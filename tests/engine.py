@@ -100,10 +100,10 @@ class Engine:
             "PULUMI_BACKEND_URL": f"file://{base / 'state'}",
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # Never download a plugin (sdk/go/common/env/env.go, DisableAutomaticPluginAcquisition).
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
             "PULUMI_SUPPRESS_COPILOT_LINK": "true",
-            "PULUMI_ENABLE_AUTOMATIC_PLUGIN_ACQUISITION": "false",
             "NO_COLOR": "1",
             "LANG": "C.UTF-8",
         }
