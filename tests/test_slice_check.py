@@ -491,17 +491,22 @@ def test_supervisor_kills_hung_worker_at_deadline() -> None:
 def test_missing_peer_terminates_with_json() -> None:
     # Process 0 of 2 alone: JAX aborts from C++ when registration times out;
     # the supervisor turns that into exit 1 and a JSON line instead of hanging.
-    rc, report = _run(
-        [
-            "--topology=2x2x2",
-            f"--coordinator-address=127.0.0.1:{_free_loopback_port()}",
-            "--num-processes=2",
-            "--process-id=0",
-            "--init-timeout-seconds=1",
-            "--deadline-seconds=60",
-        ],
-        4,
-    )
+    for _attempt in range(3):
+        rc, report = _run(
+            [
+                "--topology=2x2x2",
+                f"--coordinator-address=127.0.0.1:{_free_loopback_port()}",
+                "--num-processes=2",
+                "--process-id=0",
+                "--init-timeout-seconds=1",
+                "--deadline-seconds=60",
+            ],
+            4,
+        )
+        # The free port can be taken by another test's server between choosing and binding it;
+        # that is a clash of the test suite, not the path under test: choose another port.
+        if not any("Failed to start RPC server" in e for e in report["errors"]):
+            break
     assert rc == 1
     assert report["ok"] is False
     assert report["process_id"] == 0
