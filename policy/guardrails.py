@@ -50,6 +50,11 @@ from pulumi_policy.proxy import (
     UnknownValueError,
 )
 
+# Rules the settings model enforces too, imported from the repository (policy/__main__.py puts its
+# root on sys.path under the CLI): one definition, so settings and pack reach the same verdict.
+from settings.exposure import SOURCE_RANGES_ALLOWED, source_ranges_problem
+from settings.pins import CHART_ALLOWED, IMAGE_ALLOWED, chart_problem, image_problem
+
 PACK_NAME = "tpu-slicing-guardrails"
 PACK_DESCRIPTION = (
     "Guardrails for TPU slicing on GKE: reserved TPU capacity, jumbo-frame networks, protected clusters, "
@@ -79,16 +84,8 @@ JUMBO_MTU = 8896
 
 LB_TYPE_ANNOTATION = "networking.gke.io/load-balancer-type"
 LEGACY_LB_TYPE_ANNOTATION = "cloud.google.com/load-balancer-type"
-OPEN_RANGES = frozenset({"0.0.0.0/0", "::/0"})
 
 CONTAINER_LIST_KEYS = frozenset({"containers", "initContainers", "ephemeralContainers"})
-FLOATING_TAGS = frozenset({"latest", "main", "master", "edge", "dev", "stable"})
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-MAJOR_ONLY_TAG = re.compile(r"^v?\d{1,2}$")  # v0, v1, 3: a moving major-version tag
-SEMVER = re.compile(
-    r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
-)
 
 BROAD_PROJECT_ROLES = frozenset({"roles/owner", "roles/editor"})
 STORAGE_ROLE_PREFIX = "roles/storage."
@@ -401,13 +398,14 @@ def validate_no_public_load_balancer(args: ResourceValidationArgs, report_violat
             "allowed: a non-empty list of source CIDRs other than 0.0.0.0/0",
             None,
         )
-    for cidr in ranges:
-        if isinstance(cidr, str) and cidr.strip() in OPEN_RANGES:
-            report_violation(
-                f"{who} spec.loadBalancerSourceRanges has '{cidr}'; allowed: specific source CIDRs, "
-                f"not {' or '.join(sorted(OPEN_RANGES))}",
-                None,
-            )
+    # The settings' serving.http.sourceRanges rule (settings/exposure.py), on what the Service carries.
+    problem = source_ranges_problem(str(cidr) for cidr in ranges) if ranges else None
+    if problem:
+        report_violation(
+            f"{who} spec.loadBalancerSourceRanges {[str(c) for c in ranges]} has {problem}: the service's API "
+            f"has no authentication; {SOURCE_RANGES_ALLOWED}",
+            None,
+        )
 
 
 no_public_load_balancer = ResourceValidationPolicy(
@@ -430,28 +428,6 @@ no_public_load_balancer = ResourceValidationPolicy(
 
 
 # --- 5. pinned-images -----------------------------------------------------------------------------
-
-
-def image_problem(image: str) -> str | None:
-    """Why an image reference is not immutable, or None when it is pinned (tag or digest).
-
-    `imagePullPolicy` is deliberately not considered: the rule is about what the reference names, and a
-    pinned tag with `Always` still names one build.
-    """
-    reference = image.strip()
-    if "@" in reference:
-        digest = reference.split("@", 1)[1]
-        return None if DIGEST.match(digest) else f"malformed digest '{digest}'"
-    last = reference.rsplit("/", 1)[-1]  # a registry port (host:5000/...) is not a tag
-    if ":" not in last:
-        return "no tag (Kubernetes pulls :latest)"
-    tag = last.split(":", 1)[1]
-    if not tag:
-        return "an empty tag"
-    lowered = tag.lower()
-    if lowered in FLOATING_TAGS or lowered.startswith("nightly") or MAJOR_ONLY_TAG.match(lowered):
-        return f"the moving tag '{tag}'"
-    return None
 
 
 def _containers(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -489,12 +465,10 @@ def validate_pinned_images(args: ResourceValidationArgs, report_violation: Repor
     who = _who(args.resource_type, args.name)
     if args.resource_type in HELM_TYPES:
         version = _get(args.props, "version")
-        if not (isinstance(version, str) and SEMVER.match(version.strip())):
+        if not (isinstance(version, str) and chart_problem(version) is None):
             shown = "unset (Helm installs the newest chart)" if version is None else _show(version)
             report_violation(
-                f"{who} chart {_show(_get(args.props, 'chart'))} version is {shown}; allowed: an exact "
-                "semantic version such as 0.11.1 or v0.8.0 (no ranges, no 'latest', no 'v0')",
-                None,
+                f"{who} chart {_show(_get(args.props, 'chart'))} version is {shown}; {CHART_ALLOWED}", None
             )
         return
     if not _kubernetes_workload(args.resource_type):
@@ -509,9 +483,7 @@ def validate_pinned_images(args: ResourceValidationArgs, report_violation: Repor
         problem = image_problem(image) if isinstance(image, str) else f"a non-string value {_show(image)}"
         if problem:
             report_violation(
-                f"{who} container {_container_name(container, path)} image '{image}' has {problem}; allowed: "
-                "an immutable version tag (e.g. v0.26.0) or a digest (@sha256:...); rejected: no tag, latest, "
-                "main, master, nightly*, edge, dev, stable and major-only tags such as v0",
+                f"{who} container {_container_name(container, path)} image '{image}' has {problem}; {IMAGE_ALLOWED}",
                 None,
             )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import itertools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,6 +31,7 @@ from infra import topology
 from infra.gke_versions import version_key as gke_version_key
 from infra.topology import Generation, Topology
 from k8s import inference_releases
+from settings import exposure, machines, pins
 from settings.naming import Names
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -39,28 +41,18 @@ RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 SUPERSLICING_MIN_GKE = "1.35.2-gke.1842000"
 SUBSLICING_MIN_GKE = "1.36.0-gke.3712000"
 
-# A tag is floating when it names a moving target rather than a release.
-FLOATING_TAGS = {"latest", "main", "master", "nightly", "stable", "edge", "dev", "head", "v0", "0"}
-_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
-_IMAGE = re.compile(
-    r"^(?P<repo>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
-    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
-
 
 def _pinned_chart(value: str) -> str:
-    if value.lower() in FLOATING_TAGS or not _SEMVER.match(value):
+    # One rule with the policy pack's pinned-images (settings/pins.py).
+    if pins.chart_problem(value):
         raise ValueError(f"{value!r} is not a pinned release: use an exact version such as 0.11.1 or v0.17.4")
     return value
 
 
 def _pinned_image(value: str) -> str:
-    match = _IMAGE.match(value)
-    if not match or not (match.group("tag") or match.group("digest")):
-        raise ValueError(f"{value!r} is not an image reference with a tag or digest")
-    tag = match.group("tag") or ""
-    if not match.group("digest") and (tag.lower() in FLOATING_TAGS or tag.lower().startswith("nightly")):
-        raise ValueError(f"{value!r} uses the floating tag {tag!r}: pin a release tag or a digest")
+    problem = pins.image_problem(value)
+    if problem:
+        raise ValueError(f"{value!r} has {problem}; {pins.IMAGE_ALLOWED}")
     return value
 
 
@@ -357,6 +349,56 @@ DEFAULT_TOPOLOGY_LEVELS = (
     "cloud.google.com/gke-tpu-partition-2x2x1-id",
     "kubernetes.io/hostname",
 )
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+BLOCK_LEVEL = "cloud.google.com/gce-topology-block"
+
+
+def topology_level_order(generation: Generation) -> tuple[str, ...]:
+    """Every node label a Kueue Topology level may name on `generation`'s cube nodes, widest domain first.
+
+    GKE labels TPU7x cube nodes with their reservation block, sub-block and host
+    (cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas) and with one
+    `gke-tpu-partition-<shape>-id` per sub-slice shape (dynamic-slicing.md §8, the reference's seven
+    levels; infra/topology.py `partition_label`). Kueue reads levels top down, each nested in the one
+    above (kubernetes-sigs/kueue keps/2724-topology-aware-scheduling), so a sub-block (one cube) sits
+    between the block and the partitions, the largest partition first, and the host and node last.
+    """
+    partitions = sorted(
+        (Topology.parse(s) for s in generation.subslice_shapes), key=lambda t: (-t.chips, tuple(-d for d in t.dims))
+    )
+    return (
+        BLOCK_LEVEL,
+        "cloud.google.com/gce-topology-subblock",
+        *(generation.partition_label(shape) for shape in partitions),
+        "cloud.google.com/gce-topology-host",
+        HOSTNAME_LEVEL,
+    )
+
+
+def topology_levels_problem(levels: list[str], generation: Generation, required: dict[str, str]) -> str | None:
+    """Why Kueue would never admit the stack's workloads with these Topology levels, or None.
+
+    `required` maps a level to what asks for it (a shape key of the stack, or Kueue itself).
+    """
+    order = topology_level_order(generation)
+    allowed = (
+        f"allowed, widest first: {', '.join(order)}; required here: {', '.join(sorted(required, key=order.index))}"
+    )
+    for level in levels:
+        if level not in order:
+            close = difflib.get_close_matches(level, order, n=1, cutoff=0.8)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"has {level!r}, which is no label GKE puts on {generation.name} cube nodes{hint}; {allowed}"
+    for level in levels:
+        if levels.count(level) > 1:
+            return f"lists {level!r} twice; {allowed}"
+    for above, below in itertools.pairwise(levels):
+        if order.index(above) > order.index(below):
+            return f"puts {above!r} above {below!r}, but Kueue's levels go from the widest domain down; {allowed}"
+    for level, reason in sorted(required.items(), key=lambda item: order.index(item[0])):
+        if level not in levels:
+            return f"lacks {level!r}, which {reason} needs, so its workloads would never be admitted; {allowed}"
+    return None
 
 
 class Priorities(StrictModel):
@@ -379,15 +421,6 @@ class KueueConfig(StrictModel):
         default_factory=lambda: list(DEFAULT_TOPOLOGY_LEVELS), min_length=1, max_length=16
     )
     priorities: Priorities = Field(default_factory=lambda: Priorities.model_validate({}))
-
-    @field_validator("topology_levels")
-    @classmethod
-    def _levels(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError("topologyLevels has duplicates")
-        if value[-1] != "kubernetes.io/hostname":
-            raise ValueError("the last topology level must be kubernetes.io/hostname (Kueue places pods on nodes)")
-        return value
 
 
 class SubslicingCheck(StrictModel):
@@ -475,9 +508,21 @@ class VllmConfig(StrictModel):
     log_level: Literal["DEBUG", "INFO", "WARNING"] = "INFO"
 
 
+RUN_ID = re.compile(r"^[a-z0-9-]{1,32}$")
+
+
+def _run_id(value: str | None) -> str | None:
+    # The alphabet of Kubernetes names, so the smoke Job may carry it in object names and labels.
+    if value is not None and not RUN_ID.match(value):
+        raise ValueError(f"{value!r} is not a run id: allowed are 1 to 32 lowercase letters, digits and '-'")
+    return value
+
+
 class SmokeTestConfig(StrictModel):
     enabled: bool = True
     deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
+    # Tells one smoke-test run from another; unset means no run id.
+    run_id: Annotated[str | None, AfterValidator(_run_id)] = None
 
 
 class GatewayConfig(StrictModel):
@@ -520,8 +565,8 @@ class SliceConfig(StrictModel):
         return Topology.parse(self.topology)
 
 
-# The widest block of addresses an external, unauthenticated service may be opened to.
-MIN_SOURCE_PREFIX = 8
+# The widest block an external, unauthenticated service may be opened to: one rule with the policy pack.
+MIN_SOURCE_PREFIX = exposure.MIN_SOURCE_PREFIX
 
 # Namespaces the cluster, GKE or the controllers this program installs already own: a serving
 # namespace there fails late (AlreadyExists) while TPU pools bill, or races the owner's chart.
@@ -558,13 +603,13 @@ class HttpExposure(StrictModel):
                 f"sourceRanges {[str(r) for r in self.source_ranges]} do nothing on an internal service "
                 "(GKE ignores them there): remove them, or use type external"
             )
-        # By union, not by literal: [0.0.0.0/1, 128.0.0.0/1] is the whole internet too.
-        wide = [n for n in ipaddress.collapse_addresses(self.source_ranges) if n.prefixlen < MIN_SOURCE_PREFIX]
-        if self.type == "external" and wide:
+        # By union, not by literal (settings/exposure.py, shared with the policy pack).
+        wide = exposure.widest_union(self.source_ranges)
+        if self.type == "external" and wide is not None:
             raise ValueError(
-                f"sourceRanges {[str(r) for r in self.source_ranges]} together cover {wide[0]}, wider than a "
-                f"/{MIN_SOURCE_PREFIX}: the Saxml/JetStream HTTP APIs have no authentication; allowed: "
-                f"ranges whose union has no block wider than /{MIN_SOURCE_PREFIX}"
+                f"sourceRanges {[str(r) for r in self.source_ranges]} together cover {wide}, wider than a "
+                f"/{MIN_SOURCE_PREFIX}: the Saxml/JetStream HTTP APIs have no authentication; "
+                f"{exposure.SOURCE_RANGES_ALLOWED}"
             )
         return self
 
@@ -710,7 +755,34 @@ class StackConfig(StrictModel):
         self._check_versions_for_features()
         self._check_slices()
         self._check_network_capacity()
+        self._check_topology_levels()
+        self._check_system_machine()
         return self
+
+    def _check_system_machine(self) -> None:
+        problem = machines.system_machine_problem(self.cluster.system_machine_type, self.serving.backend.value)
+        if problem:
+            raise ValueError(f"cluster.systemMachineType {problem}")
+
+    def _check_topology_levels(self) -> None:
+        if not self.serving.dynamic_slicing:
+            return
+        generation = self.tpu.generation
+        required = {HOSTNAME_LEVEL: "Kueue (it assigns pods to nodes by the lowest level)"}
+        uses: list[tuple[str, str]] = []
+        if self.serving.backend is Backend.VLLM_PD:
+            uses += [("serving.prefill.topology", self.serving.prefill.topology)]
+            uses += [("serving.decode.topology", self.serving.decode.topology)]
+        if self.checks.subslicing.enabled:
+            uses.append(("checks.subslicing.topology", self.checks.subslicing.topology))
+        if self.checks.superslicing.enabled:
+            uses.append(("checks.superslicing.topology", self.checks.superslicing.topology))
+        for key, shape in uses:
+            level = generation.partition_label(Topology.parse(shape))
+            required.setdefault(level, f"{key} {shape}")
+        problem = topology_levels_problem(self.kueue.topology_levels, generation, required)
+        if problem:
+            raise ValueError(f"kueue.topologyLevels {self.kueue.topology_levels} {problem}")
 
     def _check_network_capacity(self) -> None:
         if self.serving.dynamic_slicing:
@@ -760,6 +832,12 @@ class StackConfig(StrictModel):
         backend = serving.backend.value
         if "tpu" in self.model_fields_set:
             raise ValueError(f"tpu applies to the TPU7x cube platform; serving.backend {backend!r} uses serving.slice")
+        if "kueue" in self.model_fields_set:
+            # __main__.py installs Kueue for the cube platform only (needed_controllers).
+            raise ValueError(
+                f"kueue does nothing with serving.backend {backend!r} (Kueue queues only the TPU7x cubes), so it "
+                "would be ignored without a word; remove it"
+            )
         if self.checks.subslicing.enabled or self.checks.superslicing.enabled:
             raise ValueError(
                 f"checks.* prove TPU7x dynamic slicing and cannot run with serving.backend {backend!r}; disable them"
@@ -893,14 +971,6 @@ class StackConfig(StrictModel):
                 f"({serving.decode.replicas} x {serving.decode.topology}) need {sum(chips)} chips in whole "
                 f"sub-slices; the stack holds {total} chips in {self.tpu.cubes} cubes of {cube_chips}"
             )
-        tp = serving.vllm.tensor_parallel_size
-        for role, shape in shapes.items():
-            devices = generation.devices(shape)
-            if tp is not None and devices % tp:
-                raise ValueError(
-                    f"serving.vllm.tensorParallelSize {tp} does not divide the {devices} devices of a "
-                    f"{shape} {role} slice; use a divisor such as {devices}"
-                )
         model = serving.model
         usable = 1.0 - model.kv_cache_headroom
         for role, shape in shapes.items():
@@ -915,6 +985,51 @@ class StackConfig(StrictModel):
                     f"{model.kv_cache_headroom:.0%} KV-cache headroom = {needed / topology.GIB:.0f} GiB, i.e. at least "
                     f"{chips_needed} {generation.name} chips" + (f" (smallest shape: {smallest})" if smallest else "")
                 )
+        tp = serving.vllm.tensor_parallel_size
+        if tp is not None:
+            for role, shape in shapes.items():
+                check_tensor_parallel(tp, model, generation, shape, role)
+
+
+def tensor_parallel_sizes(model: ModelConfig, generation: topology.Generation, shape: topology.Topology) -> list[int]:
+    """The tensor-parallel sizes that split `model` over a `shape` slice so that every device holds its share.
+
+    vLLM on TPU shards the weights over `--tensor-parallel-size` devices as JAX counts them (tpu7x: two
+    per chip, one per TensorCore; infra/topology.py CATALOG, TPU7x docs), which is why the reference runs
+    a 2x2x2 slice (8 chips) at 16 (../shared/reference/dynamic-slicing.md §11.2). With expert parallelism
+    the experts spread over the same devices (EP = TP x DP, DP 1 here), so each device holds weights / TP,
+    plus the KV-cache headroom the slice-wide check keeps. TP must divide the slice's devices.
+    """
+    devices = generation.devices(shape)
+    per_device = generation.hbm_gib_per_chip * topology.GIB / generation.devices_per_chip
+    usable = per_device * (1.0 - model.kv_cache_headroom)
+    return [n for n in range(1, devices + 1) if devices % n == 0 and model.weights_bytes / n <= usable]
+
+
+def check_tensor_parallel(
+    tp: int, model: ModelConfig, generation: topology.Generation, shape: topology.Topology, role: str
+) -> None:
+    """Refuse a `serving.vllm.tensorParallelSize` that exceeds, does not divide, or overfills the devices."""
+    devices = generation.devices(shape)
+    allowed = tensor_parallel_sizes(model, generation, shape)
+    shown = ", ".join(str(n) for n in allowed) or "none (the slice is too small)"
+    where = f"the {devices} devices of a {shape} {role} slice (serving.{role}.topology)"
+    if tp > devices or devices % tp:
+        raise ValueError(
+            f"serving.vllm.tensorParallelSize {tp} does not divide {where}; allowed: {shown}"
+            if tp <= devices
+            else f"serving.vllm.tensorParallelSize {tp} exceeds {where}; allowed: {shown}"
+        )
+    if tp not in allowed:
+        per_device = generation.hbm_gib_per_chip / generation.devices_per_chip
+        share = model.weights_bytes / tp / topology.GIB
+        with_headroom = share / (1 - model.kv_cache_headroom)
+        raise ValueError(
+            f"serving.vllm.tensorParallelSize {tp} puts {share:.0f} GiB of model {model.name!r} on each of {tp} "
+            f"devices (plus {model.kv_cache_headroom:.0%} KV-cache headroom: {with_headroom:.0f} GiB), but one "
+            f"{generation.name} device ({generation.devices_per_chip} per chip, as JAX counts them) "
+            f"holds {per_device:.0f} GiB HBM; allowed for {where}: {shown}"
+        )
 
 
 def _as_subslice(generation: topology.Generation, text: str, key: str) -> topology.Topology:

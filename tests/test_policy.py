@@ -454,7 +454,15 @@ def test_external_load_balancer_needs_config_and_source_ranges(jetstream: engine
 
     assert messages(no_public_load_balancer, service, ranges("10.0.0.0/8"), config=allow, form=form) == []
     [message] = messages(no_public_load_balancer, service, ranges("10.0.0.0/8", "0.0.0.0/0"), config=allow, form=form)
-    assert "Service 'jetstream-service' spec.loadBalancerSourceRanges has '0.0.0.0/0'" in message
+    assert "Service 'jetstream-service' spec.loadBalancerSourceRanges ['10.0.0.0/8', '0.0.0.0/0']" in message
+    assert "together cover 0.0.0.0/0, wider than a /8" in message
+    # The settings' rule, by union: two halves of the internet are the internet (settings/exposure.py).
+    [message] = messages(
+        no_public_load_balancer, service, ranges("0.0.0.0/1", "128.0.0.0/1"), config=allow, form=form
+    )
+    assert "together cover 0.0.0.0/0" in message and "allowed: ranges whose union has no block wider than /8" in message
+    [message] = messages(no_public_load_balancer, service, ranges("::/0"), config=allow, form=form)
+    assert "'::/0', wider than an IPv6 /32" in message
     # Source ranges alone do not make an external load balancer acceptable without the config.
     assert messages(no_public_load_balancer, service, ranges("10.0.0.0/8"), form=form)
 
@@ -504,7 +512,7 @@ def test_workload_images_must_be_pinned(
     [message] = messages(pinned_images, epp, props, form=form)
     assert "Deployment 'epp' container" in message
     assert "image 'ghcr.io/llm-d/epp:latest' has the moving tag 'latest'" in message
-    assert "allowed: an immutable version tag" in message
+    assert "allowed: a pinned tag or digest" in message
 
     decode = dev.one(LWS, "decode-lws")
     leader = ["spec", "leaderWorkerTemplate", "leaderTemplate", "spec"]
