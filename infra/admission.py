@@ -56,6 +56,7 @@ A8. Nothing finishes: workloads run until preempted (the checks sleep forever an
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -272,6 +273,7 @@ class _Holding:
     request: Request
     seq: int  # admission sequence number: larger is more recent
     pieces: tuple[_Piece, ...]
+    spans: tuple[tuple[int, int], ...] = ()  # (cube, occupied-cell bits) per cube, for the preemption search
 
 
 @dataclass(frozen=True)
@@ -327,7 +329,44 @@ class _Cubes:
         self.free_cells += 1 << piece.level
 
 
+class _Fenwick:
+    """Prefix sums over priority ranks: "how much is held below priority p" in O(log n)."""
+
+    __slots__ = ("tree",)
+
+    def __init__(self, size: int) -> None:
+        self.tree = [0] * (size + 1)
+
+    def add(self, index: int, delta: int) -> None:
+        tree, i = self.tree, index + 1
+        while i < len(tree):
+            tree[i] += delta
+            i += i & -i
+
+    def below(self, index: int) -> int:
+        """The sum over ranks [0, index)."""
+        tree, i, total = self.tree, index, 0
+        while i:
+            total += tree[i]
+            i &= i - 1
+        return total
+
+
 class _Simulator:
+    """The replay (A5-A7), with indexes that keep it near-linear in the number of requests.
+
+    Two facts make it fast without changing a verdict. (1) Releasing cells never lowers a
+    free-block count, so the greedy search of A6 fits exactly when evicting every strictly
+    lower-priority workload would, and that count is the free blocks plus the occupied
+    blocks whose top holder ranks below the request: one Fenwick tree per block level.
+    A failed search, and the reason of a pending workload, cost O(log n) instead of a sort
+    of all priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
+    workloads in queue order and admits exactly those that fit when popped; the others
+    change nothing. So the pass jumps straight to the next pending workload that fits
+    (`_next_fit`) instead of re-trying every pending workload after every preemption,
+    which is what made rising priorities O(n^3).
+    """
+
     def __init__(self, requests: Sequence[Request], cubes: int, generation: Generation) -> None:
         self.geometry = _Geometry.of(generation)
         self.generation = generation
@@ -339,110 +378,197 @@ class _Simulator:
         if cubes < 0:
             raise ValueError(f"cubes must be >= 0, got {cubes}")
         self.cubes = cubes
+        levels = self.geometry.levels
         self.demands = {r.name: _demand(r, generation, self.geometry) for r in self.requests}
-        self.block = _Cubes(cubes, self.geometry.levels)
+        self.block = _Cubes(cubes, levels)
         self.holdings: dict[str, _Holding] = {}
-        self.by_priority: dict[int, dict[str, None]] = {}  # admitted names per priority, in admission order
-        self.chips_by_priority: dict[int, int] = {}
         self.pending: dict[str, Request] = {}
         self.events: list[Event] = []
         self.seq = 0
-        self.failed: set[tuple[int, int, int]] = set()  # search() failures since the last state change
+        # Priorities as dense ranks, 0 the lowest.
+        distinct = sorted({r.priority for r in self.requests})
+        rank_of = {p: rank for rank, p in enumerate(distinct)}
+        self.rank = {r.name: rank_of[r.priority] for r in self.requests}
+        self.by_rank: list[dict[str, None]] = [{} for _ in distinct]  # admitted names, in admission order
+        self.active: list[int] = []  # ranks that have an admitted workload, ascending
+        self.count_below = _Fenwick(len(distinct))  # admitted workloads per rank
+        self.chips_below = _Fenwick(len(distinct))  # their chips per rank
+        self.held = [_Fenwick(len(distinct)) for _ in range(levels + 1)]  # occupied blocks by top holder's rank
+        # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if free
+        self.tops = [[-1] * (cubes << (levels - level)) for level in range(levels + 1)]
+        # Kueue's queue order (A7): highest priority first, then creation order, then name.
+        queue = sorted(self.requests, key=lambda r: (-r.priority, r.order, r.name))
+        self.queue = queue
+        self.position = {r.name: index for index, r in enumerate(queue)}
+        self.queue_rank = [self.rank[r.name] for r in queue]
+        self.queue_key = [-r.priority for r in queue]
+        # The queue positions of pending workloads, ascending, grouped by (block level, block count);
+        # per level, the groups in ascending block count.
+        shapes = sorted({(d.level, d.blocks) for d in self.demands.values()})
+        self.waiting: dict[tuple[int, int], list[int]] = {shape: [] for shape in shapes}
+        self.by_level: list[list[tuple[int, list[int]]]] = [[] for _ in range(levels + 1)]
+        for (level, blocks), positions in self.waiting.items():
+            self.by_level[level].append((blocks, positions))
+
+    # -- indexes
+
+    def _usable(self, rank: int, level: int) -> int:
+        """Free `level` blocks once every workload ranked below `rank` is evicted."""
+        return self.block.avail[level] + self.held[level].below(rank)
+
+    def _hold(self, pieces: Sequence[_Piece], rank: int, *, add: bool) -> None:
+        """Keep `tops` and `held` in step with a holding's pieces being placed (`add`) or released."""
+        levels, tops = self.geometry.levels, self.tops
+        deltas: dict[tuple[int, int], int] = {}  # (level, rank) -> change, applied once per holding
+        sign, mark = (1, rank) if add else (-1, -1)
+        for piece in pieces:
+            first = (piece.cube << levels) + piece.offset  # the piece's first cell
+            for level in range(piece.level + 1):  # the blocks inside the piece: all held by it alone
+                count = 1 << (piece.level - level)
+                start = first >> level
+                tops[level][start : start + count] = [mark] * count
+                key = (level, rank)
+                deltas[key] = deltas.get(key, 0) + sign * count
+            index = first >> piece.level
+            for level in range(piece.level + 1, levels + 1):  # the enclosing blocks: their top holder may change
+                below, index = tops[level - 1], index >> 1
+                old = tops[level][index]
+                new = max(old, rank) if add else max(below[2 * index], below[2 * index + 1])
+                if new == old:
+                    break  # and so for every larger block too: each one's top is its halves' larger top
+                tops[level][index] = new
+                if old >= 0:
+                    deltas[level, old] = deltas.get((level, old), 0) - 1
+                if new >= 0:
+                    deltas[level, new] = deltas.get((level, new), 0) + 1
+        for (level, index), delta in deltas.items():
+            if delta:
+                self.held[level].add(index, delta)
+
+    def _wait(self, request: Request, waiting: bool) -> None:
+        """Mark `request` pending (or not) in its (level, block count) group."""
+        demand = self.demands[request.name]
+        positions = self.waiting[demand.level, demand.blocks]
+        position = self.position[request.name]
+        if waiting:
+            bisect.insort(positions, position)
+        else:
+            del positions[bisect.bisect_left(positions, position)]
+
+    def _next_fit(self, start: int) -> int | None:
+        """The first queue position >= `start` whose pending workload fits now (with preemption).
+
+        Later positions have lower priority and so fewer usable blocks: within one (level, block
+        count) group, if the first pending position from `start` does not fit, none after it does.
+        And a group asking for more blocks at the same level can only win with an earlier position
+        than every group already looked at, so only that frontier is checked.
+        """
+        ranks, usable = self.queue_rank, self._usable
+        best = len(ranks)
+        for level, groups in enumerate(self.by_level):
+            frontier = best
+            for blocks, positions in groups:
+                index = bisect.bisect_left(positions, start)
+                if index == len(positions) or positions[index] >= frontier:
+                    continue
+                frontier = positions[index]
+                if usable(ranks[frontier], level) >= blocks:
+                    best = frontier
+        return best if best < len(ranks) else None
 
     # -- searching
 
     def search(self, request: Request, *, explain: bool = True) -> _Search:
-        """Does `request` fit now, or after evicting which lower-priority workloads (A6)?
-
-        Without `explain` a failure carries no reason, and failures are remembered per
-        (priority, block level, block count) until the next admission or eviction: the
-        outcome depends on nothing else, and a pass of re-tries meets many equal requests.
-        """
+        """Does `request` fit now, or after evicting which lower-priority workloads (A6)?"""
         demand = self.demands[request.name]
-        block = self.block
-        if block.avail[demand.level] >= demand.blocks:
+        level, need = demand.level, demand.blocks
+        rank = self.rank[request.name]
+        have = self.block.avail[level]
+        if have >= need:
             return _Search(True)
-        key = (request.priority, demand.level, demand.blocks)
-        if not explain and key in self.failed:
-            return _Search(False)
-        lower = [p for p in sorted(self.by_priority) if p < request.priority and self.by_priority[p]]
-        room = block.free_cells * self.geometry.cell_chips + sum(self.chips_by_priority[p] for p in lower)
-        if room < demand.chips:
-            self.failed.add(key)
-            reason = self._reason(request, block.avail[demand.level], lower, None) if explain else ""
-            return _Search(False, reason=reason)
+        if self._usable(rank, level) < need:  # even evicting all of them would not do
+            return _Search(False, reason=self._reason(request, rank) if explain else "")
+        # Only the count of free blocks at the request's own level decides, so only it is tracked.
         masks: dict[int, int] = {}
-        avail = list(block.avail)
         chosen: list[_Holding] = []
-        fits = False
-        for priority in lower:
-            for name in reversed(self.by_priority[priority]):
+        for lower in self.active:  # Kueue's order: lowest priority first, most recently admitted first
+            if lower >= rank:
+                raise AssertionError(f"{request.name}: the usable-block index and the search disagree")
+            for name in reversed(self.by_rank[lower]):
                 holding = self.holdings[name]
-                self._toggle(holding, masks, avail, release=True)
+                have = self._toggle(holding, masks, level, have, release=True)
                 chosen.append(holding)
-                if avail[demand.level] >= demand.blocks:
-                    fits = True
+                if have >= need:
                     break
-            if fits:
+            if have >= need:
                 break
-        if not fits:
-            self.failed.add(key)
-            reason = self._reason(request, block.avail[demand.level], lower, avail[demand.level]) if explain else ""
-            return _Search(False, reason=reason)
         kept = []
         for holding in reversed(chosen):
-            self._toggle(holding, masks, avail, release=False)
-            if avail[demand.level] < demand.blocks:
-                self._toggle(holding, masks, avail, release=True)
+            back = self._toggle(holding, masks, level, have, release=False)
+            if back < need:
+                self._toggle(holding, masks, level, back, release=True)
                 kept.append(holding)
+            else:
+                have = back
         return _Search(True, tuple(reversed(kept)))
 
-    def _toggle(self, holding: _Holding, masks: dict[int, int], avail: list[int], *, release: bool) -> None:
-        levels = self.geometry.levels
-        for piece in holding.pieces:
-            old = masks.get(piece.cube, self.block.masks[piece.cube])
-            bits = _bits(piece.offset, piece.level)
+    def _toggle(self, holding: _Holding, masks: dict[int, int], level: int, have: int, *, release: bool) -> int:
+        """Free (or re-occupy) `holding`'s cells in the scratch `masks`; the new free `level` block count."""
+        levels, current = self.geometry.levels, self.block.masks
+        for cube, bits in holding.spans:
+            old = masks.get(cube)
+            if old is None:
+                old = current[cube]
             new = old & ~bits if release else old | bits
-            before, after = _profile(old, levels).counts, _profile(new, levels).counts
-            for level in range(levels + 1):
-                avail[level] += after[level] - before[level]
-            masks[piece.cube] = new
+            have += _profile(new, levels).counts[level] - _profile(old, levels).counts[level]
+            masks[cube] = new
+        return have
 
-    def _reason(self, request: Request, have: int, lower: list[int], after_all: int | None) -> str:
+    def _reason(self, request: Request, rank: int) -> str:
         demand = self.demands[request.name]
+        have = self.block.avail[demand.level]
         if demand.superslice:
             need = f"needs {demand.blocks} completely free cube{_s(demand.blocks)}"
         else:
             need = f"needs {demand.blocks} free aligned {request.shape} partition{_s(demand.blocks)}"
         text = f"{need} ({demand.chips} chips); {have} free"
-        victims = sum(len(self.by_priority[p]) for p in lower)
+        victims = self.count_below.below(rank)
         if not victims:
             return text + ", and no lower-priority workload to preempt"
-        if after_all is None:
-            chips = self.block.free_cells * self.geometry.cell_chips + sum(self.chips_by_priority[p] for p in lower)
+        chips = self.block.free_cells * self.geometry.cell_chips + self.chips_below.below(rank)
+        if chips < demand.chips:
             return text + (
                 f", and even preempting all {victims} lower-priority workload{_s(victims)} leaves only {chips} chips"
             )
+        after_all = self._usable(rank, demand.level)
         return text + f", and {after_all} even after preempting all {victims} lower-priority workload{_s(victims)}"
 
     # -- changing state
 
     def admit(self, request: Request, victims: tuple[_Holding, ...], step: int, *, readmission: bool) -> None:
-        self.failed.clear()
         for victim in victims:
             self.evict(victim, request, step)
         demand = self.demands[request.name]
+        rank = self.rank[request.name]
         pieces = []
         for index in range(request.slices):
             for _ in range(demand.per_slice):
                 cube, offset = self.block.allocate(demand.level)
                 pieces.append(_Piece(index, cube, offset, demand.level))
+        self._hold(pieces, rank, add=True)
+        spans: dict[int, int] = {}
+        for piece in pieces:
+            spans[piece.cube] = spans.get(piece.cube, 0) | _bits(piece.offset, piece.level)
         self.seq += 1
-        holding = _Holding(request, self.seq, tuple(pieces))
+        holding = _Holding(request, self.seq, tuple(pieces), tuple(spans.items()))
         self.holdings[request.name] = holding
-        self.by_priority.setdefault(request.priority, {})[request.name] = None
-        self.chips_by_priority[request.priority] = self.chips_by_priority.get(request.priority, 0) + demand.chips
-        self.pending.pop(request.name, None)
+        if not self.by_rank[rank]:
+            bisect.insort(self.active, rank)
+        self.by_rank[rank][request.name] = None
+        self.count_below.add(rank, 1)
+        self.chips_below.add(rank, demand.chips)
+        if self.pending.pop(request.name, None) is not None:
+            self._wait(request, False)
         where = self._where(holding)
         detail = ("re-admitted; " if readmission else "") + where
         if victims:
@@ -452,14 +578,23 @@ class _Simulator:
 
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
         name = victim.request.name
+        rank = self.rank[name]
         for piece in victim.pieces:
             self.block.release(piece)
+        self._hold(victim.pieces, rank, add=False)
         del self.holdings[name]
-        del self.by_priority[victim.request.priority][name]
-        self.chips_by_priority[victim.request.priority] -= self.demands[name].chips
-        self.pending[name] = victim.request
+        del self.by_rank[rank][name]
+        if not self.by_rank[rank]:
+            self.active.remove(rank)
+        self.count_below.add(rank, -1)
+        self.chips_below.add(rank, -self.demands[name].chips)
+        self._queue(victim.request)
         detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
         self.events.append(Event(step, name, "preempted", detail, _cubes_of(victim), by=preemptor.name))
+
+    def _queue(self, request: Request) -> None:
+        self.pending[request.name] = request
+        self._wait(request, True)
 
     def _where(self, holding: _Holding) -> str:
         cell = self.geometry.cell_chips
@@ -485,25 +620,27 @@ class _Simulator:
                 if found.victims:
                     self.retry(step, request.priority)
             else:
-                self.pending[request.name] = request
+                self._queue(request)
                 self.events.append(Event(step, request.name, "waiting", found.reason))
 
     def retry(self, step: int, below: int) -> None:
-        """Re-try pending workloads under priority `below`, in Kueue's queue order (A7)."""
-        queue = [(-r.priority, r.order, r.name) for r in self.pending.values() if r.priority < below]
-        heapq.heapify(queue)
-        while queue:
-            name = heapq.heappop(queue)[2]
-            request = self.pending.get(name)
-            if request is None:
-                continue
+        """Re-try pending workloads under priority `below`, in Kueue's queue order (A7).
+
+        Kueue's pass pops them one by one; a victim goes back into the queue at its own
+        place, which is always later (it ranks below its preemptor). Only the pops that fit
+        change anything, so the cursor jumps from one fitting workload to the next.
+        """
+        cursor = bisect.bisect_right(self.queue_key, -below)  # the first position under `below`
+        while True:
+            position = self._next_fit(cursor)
+            if position is None:
+                return
+            request = self.queue[position]
             found = self.search(request, explain=False)
             if not found.fits:
-                continue
+                raise AssertionError(f"{request.name}: the pending index and the search disagree")
             self.admit(request, found.victims, step, readmission=True)
-            for victim in found.victims:
-                r = victim.request
-                heapq.heappush(queue, (-r.priority, r.order, r.name))
+            cursor = position + 1
 
     def prediction(self) -> Prediction:
         final: dict[str, str] = {}
