@@ -1,7 +1,8 @@
 """Offline plan: what a stack would create, without a Pulumi CLI or cloud credentials.
 
     python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE]
-    python -m plan diff [--stack dev] --base REV [--head REV]    (or: diff OLD.json NEW.json)
+    python -m plan diff [--stack dev] --base REV [--head REV] [--json FILE] [--fail-on-pending-high-priority]
+                                                              (or: diff OLD.json NEW.json)
     python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg]
     python -m plan stacks
 
@@ -12,12 +13,15 @@ configuration.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import tarfile
 import tempfile
 import warnings
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -77,62 +81,143 @@ def show(argv: list[str]) -> int:
     return 0
 
 
-def _document_at(revision: str, stack: str) -> dict[str, Any]:
-    """Plan `stack` as the code and stack file were at a git revision (read-only: no checkout)."""
-    with tempfile.TemporaryDirectory() as tmp:
+# Plan documents of git trees, by tree hash and environment: a tree plans the same every time.
+CACHE = engine.ROOT / "build" / "plan-cache"
+_CACHE_DISTRIBUTIONS = ("pulumi", "pulumi-gcp", "pulumi-kubernetes", "pulumi-command", "pulumi-policy", "pydantic")
+
+
+def _cache_key(tree: str, stack: str) -> str:
+    parts = [tree, stack, str(document.FORMAT_VERSION), sys.version]
+    for dist in _CACHE_DISTRIBUTIONS:
+        try:
+            parts.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist}=-")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _tree(revision: str) -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{tree}}"],
+        cwd=engine.ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode:
+        raise SystemExit(f"error: cannot read revision {revision!r}: not a commit or tree in this repository")
+    return found.stdout.strip()
+
+
+class _PlanAt:
+    """Plan `stack` as the code and stack file were at a git revision (read-only: no checkout).
+
+    The plan runs in a child process started at once, so that two revisions (or a revision and
+    the working tree) are planned side by side; `document()` waits for it. A tree planned before
+    (same tree hash, stack and installed SDKs) is read from build/plan-cache/ unless `cache` is off.
+    """
+
+    def __init__(self, revision: str, stack: str, *, cache: bool = True) -> None:
+        self.revision, self.stack = revision, stack
+        self.tree = _tree(revision)
+        self._cached = CACHE / f"{_cache_key(self.tree, stack)}.json" if cache else None
+        self._process: subprocess.Popen[str] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._missing = False
+        if self._cached and self._cached.exists():
+            return
+        self._tmp = tempfile.TemporaryDirectory()
+        tmp = Path(self._tmp.name)
+        self._target = tmp / "plan.json"
         archive = subprocess.run(
-            ["git", "archive", "--format=tar", revision], cwd=engine.ROOT, capture_output=True, check=False
+            ["git", "archive", "--format=tar", self.tree], cwd=engine.ROOT, capture_output=True, check=False
         )
         if archive.returncode:
+            self._tmp.cleanup()
             raise SystemExit(f"error: cannot read revision {revision!r}: {archive.stderr.decode().strip()}")
-        tar_path = Path(tmp) / "tree.tar"
+        tar_path = tmp / "tree.tar"
         tar_path.write_bytes(archive.stdout)
-        tree = Path(tmp) / "tree"
+        tree = tmp / "tree"
         with tarfile.open(tar_path) as tar:
             tar.extractall(tree, filter="data")
         if not (tree / f"Pulumi.{stack}.yaml").exists():
-            return {"format": document.FORMAT_VERSION, "stack": stack, "resources": {}, "outputs": {}, "capacity": {}}
-        target = Path(tmp) / "plan.json"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "plan",
-                "--stack",
-                stack,
-                "--out",
-                str(Path(tmp) / "objects"),
-                "--json",
-                str(target),
-            ],
+            self._missing = True
+            return
+        command = [sys.executable, "-m", "plan", "--stack", stack, "--out", str(tmp / "objects")]
+        self._process = subprocess.Popen(
+            [*command, "--json", str(self._target)],
             cwd=tree,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            check=False,
         )
-        if done.returncode or not target.exists():
-            hint = " (that revision predates `python -m plan --json`)" if "--json" in done.stderr else ""
-            raise SystemExit(f"error: planning {stack} at {revision} failed{hint}:\n{done.stderr or done.stdout}")
-        loaded: dict[str, Any] = json.loads(target.read_text())
-        return loaded
+
+    def document(self) -> dict[str, Any]:
+        if self._tmp is None and self._cached is not None:
+            cached: dict[str, Any] = json.loads(self._cached.read_text())
+            return cached
+        try:
+            if self._missing or self._process is None:
+                return document.empty(self.stack)
+            stdout, stderr = self._process.communicate()
+            if self._process.returncode or not self._target.exists():
+                hint = " (that revision predates `python -m plan --json`)" if "--json" in stderr else ""
+                raise SystemExit(f"error: planning {self.stack} at {self.revision} failed{hint}:\n{stderr or stdout}")
+            text = self._target.read_text()
+            if self._cached is not None:
+                self._cached.parent.mkdir(parents=True, exist_ok=True)
+                partial = self._cached.with_suffix(f".{os.getpid()}.tmp")
+                partial.write_text(text)
+                partial.replace(self._cached)
+            loaded: dict[str, Any] = json.loads(text)
+            return loaded
+        finally:
+            if self._tmp is not None:
+                self._tmp.cleanup()
+
+
+def _document_at(revision: str, stack: str) -> dict[str, Any]:
+    return _PlanAt(revision, stack).document()
 
 
 def _current_document(stack: str) -> dict[str, Any]:
+    if not engine.stack_file(stack).exists():
+        return document.empty(stack)
     raw, secret_keys, config = _load(stack)
     return document.document(engine.run(raw, stack=stack, secret_keys=secret_keys), config)
+
+
+# Exit status of `diff --fail-on-pending-high-priority` when a high-priority workload becomes pending.
+PENDING_HIGH_PRIORITY_EXIT = 3
 
 
 def diff(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m plan diff",
-        description="Markdown diff of two plans: two JSON documents, or a stack at two "
-        "git revisions (the head defaults to the working tree).",
+        description="Markdown diff of two plans, with what the change costs (TPU use, admission, time to "
+        "serving, policy verdicts): two JSON documents, or a stack at two git revisions (the head defaults "
+        "to the working tree).",
     )
     parser.add_argument("documents", nargs="*", help="OLD.json NEW.json")
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--base", help="git revision to compare against, e.g. origin/main")
     parser.add_argument("--head", help="git revision to compare (default: the working tree)")
     parser.add_argument("--output", help="write the Markdown here instead of stdout")
+    parser.add_argument(
+        "--json",
+        dest="json_out",
+        metavar="FILE",
+        help="also write the diff as JSON (noop, tpuCost, usage, workloads, highPriorityPending, policy, ...)",
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="plan every revision again (not from build/plan-cache/)"
+    )
+    parser.add_argument(
+        "--fail-on-pending-high-priority",
+        action="store_true",
+        help=f"exit {PENDING_HIGH_PRIORITY_EXIT} when the change makes a high-priority workload pending "
+        "(after writing everything)",
+    )
     args = parser.parse_args(argv)
     if args.documents:
         if len(args.documents) != 2 or args.base:
@@ -142,14 +227,32 @@ def diff(argv: list[str]) -> int:
     else:
         if not args.base:
             parser.error("give OLD.json NEW.json, or --base REV")
-        old = _document_at(args.base, args.stack)
-        new = _document_at(args.head, args.stack) if args.head else _current_document(args.stack)
+        base = _PlanAt(args.base, args.stack, cache=not args.no_cache)
+        head = None
+        if args.head and _tree(args.head) != base.tree:
+            head = _PlanAt(args.head, args.stack, cache=not args.no_cache)
+        planned: dict[str, Any] | None = None  # None: the head is the base's tree, which plans the same
+        try:
+            if head is not None:
+                planned = head.document()
+            elif not args.head:
+                planned = _current_document(args.stack)
+        finally:
+            old = base.document()  # waits for (and cleans up after) the base's plan either way
+        new = old if planned is None else planned
         title = f"Plan diff for stack `{args.stack}`: {args.base} -> {args.head or 'working tree'}"
-    text = document.diff_markdown(old, new, title)
+    report = document.diff_report(old, new, title)
+    text = report["markdown"]
     if args.output:
         Path(args.output).write_text(text)
     else:
         sys.stdout.write(text)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if args.fail_on_pending_high_priority and report["highPriorityPending"]:
+        names = ", ".join(report["highPriorityPending"])
+        print(f"error: the change makes high-priority workload(s) pending: {names}", file=sys.stderr)
+        return PENDING_HIGH_PRIORITY_EXIT
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from infra import capacity
+from plan import impact, render
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from plan.manifests import is_kubernetes_object
 from settings.model import StackConfig
@@ -71,6 +72,20 @@ def document(result: PlanResult, config: StackConfig) -> dict[str, Any]:
         "resources": dict(sorted(resources.items())),
         "outputs": outputs,
         "capacity": _clean(asdict(capacity.capacity(config))),
+        # What the change costs, for `diff`: TPU use, admission, time to serving, policy verdicts.
+        "impact": _clean(impact.facts(result, config, lambda urn: address(by_urn[urn], by_urn))),
+    }
+
+
+def empty(stack: str) -> dict[str, Any]:
+    """The plan of a stack that does not exist (at that revision): nothing, and nothing in use."""
+    return {
+        "format": FORMAT_VERSION,
+        "stack": stack,
+        "resources": {},
+        "outputs": {},
+        "capacity": {},
+        "impact": impact.empty(),
     }
 
 
@@ -113,43 +128,138 @@ def _yaml_diff(old: Any, new: Any, label: str) -> list[str]:
     return list(difflib.unified_diff(before, after, f"a/{label}", f"b/{label}", lineterm="", n=2))
 
 
-def diff_markdown(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> str:
-    """A pull-request comment: what is added, removed and changed, per resource and field."""
+# Kubernetes YAML shown for added and removed objects: folded when longer than this many lines,
+# cut at the second, and no more than the third in all (a pull-request comment holds 65536).
+YAML_FOLD_LINES = 12
+YAML_MAX_LINES = 150
+YAML_BUDGET_CHARS = 30_000  # shared with the diffs of changed resources
+WHOLE_OBJECTS = "`python -m plan --stack STACK` writes every object as YAML under build/plan/STACK/"
+LONG_STRING = 240  # a script or a file in a ConfigMap: its first lines, and how long it is
+
+
+def _abbreviated(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _abbreviated(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_abbreviated(v) for v in value]
+    if isinstance(value, str) and len(value) > LONG_STRING:
+        head = value[:LONG_STRING].rsplit("\n", 1)[0] if "\n" in value[:LONG_STRING] else value[:LONG_STRING]
+        return f"{head}\n... ({len(value) - len(head)} more characters)"
+    return value
+
+
+def _resource_yaml(res: Mapping[str, Any], key: str, budget: list[int]) -> list[str]:
+    text = yaml.safe_dump(_abbreviated(res.get("inputs")), sort_keys=True).rstrip().splitlines()
+    name = key.rsplit("::", 1)[-1]
+    if budget[0] <= 0:
+        return [f"  (YAML of `{name}` left out to keep the comment short; {WHOLE_OBJECTS})"]
+    if len(text) > YAML_MAX_LINES:
+        text = [*text[:YAML_MAX_LINES], f"# ... {len(text) - YAML_MAX_LINES} more lines"]
+    budget[0] -= sum(len(line) + 1 for line in text)
+    block = ["", "```yaml", *text, "```", ""]
+    if len(text) <= YAML_FOLD_LINES:
+        return block
+    return [
+        "",
+        f"<details><summary>YAML of <code>{name}</code> ({len(text)} lines)</summary>",
+        *block,
+        "</details>",
+        "",
+    ]
+
+
+def _resource_lines(key: str, res: Mapping[str, Any], symbol: str, budget: list[int]) -> list[str]:
+    settings = render.settings_text(str(res.get("type", "")), res.get("inputs") or {})
+    lines = [f"- `{symbol}` `{key}`" + (f": `{settings}`" if settings else "")]
+    if res.get("kubernetes"):
+        lines += _resource_yaml(res, key, budget)
+    return lines
+
+
+def _changed_lines(key: str, before: Mapping[str, Any], after: Mapping[str, Any], budget: list[int]) -> list[str]:
+    """One changed resource, folded: a YAML diff for Kubernetes objects, else a field table."""
+    body: list[str] = []
+    rows = field_changes(before, after)
+    if before.get("kubernetes") and after.get("kubernetes"):
+        # The object as YAML, then what else changed (its dependencies).
+        rows = [row for row in rows if not row[0].startswith("inputs.") and row[0] != "inputs"]
+        if before["inputs"] != after["inputs"]:
+            label = key.rsplit("::", 1)[-1]
+            body += ["```diff", *_yaml_diff(before["inputs"], after["inputs"], label), "```"]
+            body += [""] if rows else []
+    if rows:
+        body += ["| field | before | after |", "|---|---|---|"]
+        body += [_change_row(path, was, now) for path, was, now in rows]
+    size = sum(len(line) + 1 for line in body)
+    if size > budget[0]:
+        body = [f"({size} characters of diff left out to keep the comment short; {WHOLE_OBJECTS})"]
+    else:
+        budget[0] -= size
+    return [f"<details><summary><code>~ {key}</code></summary>", "", *body, "", "</details>", ""]
+
+
+def _change_row(path: str, was: Any, now: Any) -> str:
+    if path == "dependsOn" and isinstance(was, list) and isinstance(now, list):
+        gone = ", ".join(f"`{d}`" for d in was if d not in now) or "-"
+        came = ", ".join(f"`{d}`" for d in now if d not in was) or "-"
+        return f"| `{path}` | {gone} | {came} |"
+    return f"| `{path}` | `{_short(was)}` | `{_short(now)}` |"
+
+
+def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> dict[str, Any]:
+    """The diff as data (for `diff --json`): what changes, what it costs, and its Markdown."""
     old_res, new_res = old.get("resources", {}), new.get("resources", {})
     added = sorted(new_res.keys() - old_res.keys())
     removed = sorted(old_res.keys() - new_res.keys())
     changed = sorted(k for k in old_res.keys() & new_res.keys() if old_res[k] != new_res[k])
-    lines = [f"### {title}", ""]
-    lines.append(
-        f"**{len(added)} to add, {len(changed)} to change, {len(removed)} to remove** "
-        f"(desired state from the offline plan; secrets masked)"
-    )
-    lines.append("")
-    for heading, keys, symbol in (("Added", added, "+"), ("Removed", removed, "-")):
-        if keys:
-            lines += [f"#### {heading}", ""]
-            lines += [f"- `{symbol}` `{key}`" for key in keys]
-            lines.append("")
-    if changed:
-        lines += ["#### Changed", ""]
-        for key in changed:
-            lines.append(f"<details><summary><code>~ {key}</code></summary>")
-            lines.append("")
-            before, after = old_res[key], new_res[key]
-            if before.get("kubernetes") and after.get("kubernetes"):
-                lines += ["```diff", *_yaml_diff(before["inputs"], after["inputs"], key.rsplit("::", 1)[-1]), "```"]
-            else:
-                lines += ["| field | before | after |", "|---|---|---|"]
-                for path, was, now in field_changes(before, after):
-                    lines.append(f"| `{path}` | `{_short(was)}` | `{_short(now)}` |")
-            lines += ["", "</details>", ""]
     output_changes = field_changes(old.get("outputs", {}), new.get("outputs", {}))
     capacity_changes = field_changes(old.get("capacity", {}), new.get("capacity", {}))
-    for heading, rows in (("Stack outputs", output_changes), ("Capacity", capacity_changes)):
-        if rows:
-            lines += [f"#### {heading}", "", "| field | before | after |", "|---|---|---|"]
-            lines += [f"| `{path}` | `{_short(was)}` | `{_short(now)}` |" for path, was, now in rows]
-            lines.append("")
-    if not (added or removed or changed or output_changes or capacity_changes):
+    report = impact.compare(old, new)
+    same_impact = not (old.get("impact") and new.get("impact")) or old["impact"] == new["impact"]
+    noop = not (added or removed or changed or output_changes or capacity_changes) and same_impact
+    lines = [f"### {title}", ""]
+    if noop:
         lines.append("No changes.")
-    return "\n".join(lines).rstrip() + "\n"
+    else:
+        lines += [*impact.headline(report), ""]
+        lines.append(
+            f"**{len(added)} to add, {len(changed)} to change, {len(removed)} to remove** "
+            f"(desired state from the offline plan; secrets masked)"
+        )
+        lines.append("")
+        lines += impact.markdown(report)
+        budget = [YAML_BUDGET_CHARS]
+        for heading, keys, symbol, side in (("Added", added, "+", new_res), ("Removed", removed, "-", old_res)):
+            if keys:
+                lines += [f"#### {heading}", ""]
+                for key in keys:
+                    lines += _resource_lines(key, side[key], symbol, budget)
+                lines.append("")
+        if changed:
+            lines += ["#### Changed", ""]
+            for key in changed:
+                lines += _changed_lines(key, old_res[key], new_res[key], budget)
+        for heading, rows in (("Stack outputs", output_changes), ("Capacity", capacity_changes)):
+            if rows:
+                lines += [f"#### {heading}", "", "| field | before | after |", "|---|---|---|"]
+                lines += [f"| `{path}` | `{_short(was)}` | `{_short(now)}` |" for path, was, now in rows]
+                lines.append("")
+    text = "\n".join(lines).rstrip() + "\n"
+    return {
+        "format": FORMAT_VERSION,
+        "title": title,
+        "stack": new.get("stack") or old.get("stack"),
+        "noop": noop,
+        "summary": {"add": len(added), "change": len(changed), "remove": len(removed)},
+        "added": added,
+        "removed": removed,
+        "changed": changed,
+        **report,
+        "markdown": text,
+    }
+
+
+def diff_markdown(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> str:
+    """A pull-request comment: what the change costs, then what is added, removed and changed."""
+    text: str = diff_report(old, new, title)["markdown"]
+    return text

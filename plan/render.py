@@ -53,6 +53,7 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
     "gcp:serviceaccount/account:Account": ("accountId",),
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
     "gcp:projects/iAMMember:IAMMember": ("role", "member"),
+    "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass": ("metadata.name", "value"),
 }
 
 
@@ -64,18 +65,71 @@ def _short(value: Any) -> str:
     return str(value)
 
 
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Where a TPU workload names its slice shape: the slice controller's annotation (cubes) or the
+# node selector of a fixed multi-host slice.
+SHAPE_KEYS = ("cloud.google.com/gke-tpu-slice-topology", "cloud.google.com/gke-tpu-topology")
+# TPU workloads: what Kueue admits. Their shape, replicas and priority are what cost TPU time.
+WORKLOAD_REPLICAS = {JOBSET: "spec.replicatedJobs.0.replicas", LWS: "spec.replicas"}
+
+
+def _at(inputs: Any, path: str) -> Any:
+    node = inputs
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit():
+            node = node[int(part)] if int(part) < len(node) else None
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    return node
+
+
+def _find_key(node: Any, keys: tuple[str, ...]) -> Any:
+    """The first value under any of `keys`, depth first (labels and annotations hold dotted keys)."""
+    if isinstance(node, dict):
+        for key in keys:
+            if isinstance(node.get(key), str):
+                return node[key]
+        for value in node.values():
+            found = _find_key(value, keys)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for value in node:
+            found = _find_key(value, keys)
+            if found is not None:
+                return found
+    return None
+
+
+def key_settings(type_: str, inputs: Any) -> list[tuple[str, Any]]:
+    """(label, value) of the settings a reviewer checks first, from (masked) inputs."""
+    inputs = mask(inputs)
+    if type_ in WORKLOAD_REPLICAS:
+        found: list[tuple[str, Any]] = [
+            ("metadata.namespace", _at(inputs, "metadata.namespace")),
+            ("metadata.name", _at(inputs, "metadata.name")),
+            ("shape", _find_key(inputs, SHAPE_KEYS)),
+            ("replicas", _at(inputs, WORKLOAD_REPLICAS[type_])),
+        ]
+        if type_ == LWS:
+            found.append(("size", _at(inputs, "spec.leaderWorkerTemplate.size")))
+        found.append(("priority", (_at(inputs, "metadata.labels") or {}).get(PRIORITY_LABEL)))
+        return [(label, value) for label, value in found if value is not None]
+    default: tuple[str, ...] = ("metadata.namespace", "metadata.name") if type_.startswith("kubernetes:") else ()
+    paths = KEY_SETTINGS.get(type_, default)
+    return [(path, value) for path in paths if (value := _at(inputs, path)) is not None]
+
+
+def settings_text(type_: str, inputs: Any) -> str:
+    return "  ".join(f"{label}={_short(value)}" for label, value in key_settings(type_, inputs))
+
+
 def settings_line(resource: Resource) -> str:
-    default: tuple[str, ...] = (
-        ("metadata.namespace", "metadata.name") if resource.type.startswith("kubernetes:") else ()
-    )
-    paths = KEY_SETTINGS.get(resource.type, default)
-    masked = Resource(**{**resource.__dict__, "inputs": mask(resource.inputs)})
-    parts = []
-    for path in paths:
-        value = masked.get(path)
-        if value is not None:
-            parts.append(f"{path}={_short(value)}")
-    return "  ".join(parts)
+    return settings_text(resource.type, resource.inputs)
 
 
 def tree(result: PlanResult) -> list[str]:
