@@ -61,7 +61,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from infra.topology import Generation, TopologyError
 
@@ -231,6 +231,7 @@ def _demand(request: Request, generation: Generation, geometry: _Geometry) -> _D
 class _Profile:
     counts: tuple[int, ...]  # free aligned blocks per level
     first_maximal: tuple[int, ...]  # cell offset of the lowest maximal free block per level, -1 if none
+    maximal: tuple[int, ...]  # the levels that have a maximal free block
 
 
 @lru_cache(maxsize=1 << 17)
@@ -250,7 +251,7 @@ def _profile(mask: int, levels: int) -> _Profile:
                 found = index << level
                 break
         first.append(found)
-    return _Profile(tuple(sum(row) for row in free), tuple(first))
+    return _Profile(tuple(sum(row) for row in free), tuple(first), tuple(L for L, f in enumerate(first) if f >= 0))
 
 
 def _bits(offset: int, level: int) -> int:
@@ -260,8 +261,7 @@ def _bits(offset: int, level: int) -> int:
 # ---------------------------------------------------------------- simulation
 
 
-@dataclass(frozen=True)
-class _Piece:
+class _Piece(NamedTuple):  # a tuple: made once per slice per admission, so cheap to build
     slice_index: int
     cube: int
     offset: int  # cells
@@ -290,6 +290,7 @@ class _Cubes:
         self.levels = levels
         self.masks = [0] * cubes
         empty = _profile(0, levels)
+        self.profiles = [empty] * cubes  # _profile(masks[cube]) for each cube
         self.avail = [count * cubes for count in empty.counts]
         self.free_cells = cubes << levels
         # heaps[L]: cubes that have (or recently had: lazy deletion) a maximal free block of level L
@@ -299,17 +300,20 @@ class _Cubes:
         self.in_heap = [set(heap) for heap in self.heaps]
 
     def _set(self, cube: int, mask: int) -> None:
-        old, new = _profile(self.masks[cube], self.levels), _profile(mask, self.levels)
-        for level in range(self.levels + 1):
-            self.avail[level] += new.counts[level] - old.counts[level]
-            if new.first_maximal[level] >= 0 and cube not in self.in_heap[level]:
+        old, new = self.profiles[cube].counts, _profile(mask, self.levels)
+        avail = self.avail
+        for level, count in enumerate(new.counts):
+            avail[level] += count - old[level]
+        for level in new.maximal:
+            if cube not in self.in_heap[level]:
                 heapq.heappush(self.heaps[level], cube)
                 self.in_heap[level].add(cube)
         self.masks[cube] = mask
+        self.profiles[cube] = new
 
     def _lowest(self, level: int) -> int | None:
-        heap, members = self.heaps[level], self.in_heap[level]
-        while heap and _profile(self.masks[heap[0]], self.levels).first_maximal[level] < 0:
+        heap, members, profiles = self.heaps[level], self.in_heap[level], self.profiles
+        while heap and profiles[heap[0]].first_maximal[level] < 0:
             members.discard(heapq.heappop(heap))
         return heap[0] if heap else None
 
@@ -318,36 +322,44 @@ class _Cubes:
         for size in range(level, self.levels + 1):
             cube = self._lowest(size)
             if cube is not None:
-                offset = _profile(self.masks[cube], self.levels).first_maximal[size]
+                offset = self.profiles[cube].first_maximal[size]
                 self._set(cube, self.masks[cube] | _bits(offset, level))
                 self.free_cells -= 1 << level
                 return cube, offset
         raise AssertionError("allocate() called without a free block")  # callers check avail first
 
-    def release(self, piece: _Piece) -> None:
-        self._set(piece.cube, self.masks[piece.cube] & ~_bits(piece.offset, piece.level))
-        self.free_cells += 1 << piece.level
+    def release(self, spans: Iterable[tuple[int, int]]) -> None:
+        """Free the cells of (cube, bits) spans; the order of release changes nothing (heaps are lazy)."""
+        for cube, bits in spans:
+            self._set(cube, self.masks[cube] & ~bits)
+            self.free_cells += bits.bit_count()
 
 
 class _Fenwick:
-    """Prefix sums over priority ranks: "how much is held below priority p" in O(log n)."""
+    """Prefix sums over priority ranks, several columns at once: "how much is held below priority p".
+
+    Columns 0..levels count occupied blocks of each level by the rank of their top holder,
+    then the admitted workloads and their chips by rank. One walk updates every column.
+    """
 
     __slots__ = ("tree",)
 
-    def __init__(self, size: int) -> None:
-        self.tree = [0] * (size + 1)
+    def __init__(self, size: int, columns: int) -> None:
+        self.tree = [[0] * columns for _ in range(size + 1)]
 
-    def add(self, index: int, delta: int) -> None:
+    def add(self, index: int, deltas: Sequence[tuple[int, int]]) -> None:
         tree, i = self.tree, index + 1
         while i < len(tree):
-            tree[i] += delta
+            node = tree[i]
+            for column, delta in deltas:
+                node[column] += delta
             i += i & -i
 
-    def below(self, index: int) -> int:
-        """The sum over ranks [0, index)."""
+    def below(self, index: int, column: int) -> int:
+        """The sum of `column` over ranks [0, index)."""
         tree, i, total = self.tree, index, 0
         while i:
-            total += tree[i]
+            total += tree[i][column]
             i &= i - 1
         return total
 
@@ -391,9 +403,8 @@ class _Simulator:
         self.rank = {r.name: rank_of[r.priority] for r in self.requests}
         self.by_rank: list[dict[str, None]] = [{} for _ in distinct]  # admitted names, in admission order
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
-        self.count_below = _Fenwick(len(distinct))  # admitted workloads per rank
-        self.chips_below = _Fenwick(len(distinct))  # their chips per rank
-        self.held = [_Fenwick(len(distinct)) for _ in range(levels + 1)]  # occupied blocks by top holder's rank
+        self.held = _Fenwick(len(distinct), levels + 3)
+        self.count_column, self.chips_column = levels + 1, levels + 2
         # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if free
         self.tops = [[-1] * (cubes << (levels - level)) for level in range(levels + 1)]
         # Kueue's queue order (A7): highest priority first, then creation order, then name.
@@ -414,36 +425,39 @@ class _Simulator:
 
     def _usable(self, rank: int, level: int) -> int:
         """Free `level` blocks once every workload ranked below `rank` is evicted."""
-        return self.block.avail[level] + self.held[level].below(rank)
+        return self.block.avail[level] + self.held.below(rank, level)
 
-    def _hold(self, pieces: Sequence[_Piece], rank: int, *, add: bool) -> None:
-        """Keep `tops` and `held` in step with a holding's pieces being placed (`add`) or released."""
+    def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
+        """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
         levels, tops = self.geometry.levels, self.tops
-        deltas: dict[tuple[int, int], int] = {}  # (level, rank) -> change, applied once per holding
-        sign, mark = (1, rank) if add else (-1, -1)
-        for piece in pieces:
-            first = (piece.cube << levels) + piece.offset  # the piece's first cell
-            for level in range(piece.level + 1):  # the blocks inside the piece: all held by it alone
-                count = 1 << (piece.level - level)
-                start = first >> level
-                tops[level][start : start + count] = [mark] * count
-                key = (level, rank)
-                deltas[key] = deltas.get(key, 0) + sign * count
-            index = first >> piece.level
-            for level in range(piece.level + 1, levels + 1):  # the enclosing blocks: their top holder may change
+        sign = 1 if add else -1
+        own = [0] * (levels + 3)  # the changes at the holding's own rank
+        own[self.count_column] = sign
+        own[self.chips_column] = sign * self.demands[holding.request.name].chips
+        piece_level = holding.pieces[0].level  # all the pieces of a workload are alike
+        for level in range(piece_level + 1):  # the blocks inside its pieces: all held by it alone
+            own[level] = sign * len(holding.pieces) << (piece_level - level)
+        others: dict[int, list[int]] = {}  # ... and at the ranks of the blocks' previous (or next) top holders
+        for piece in holding.pieces:
+            # Only a piece's own block records its rank: a block strictly inside a piece is never read
+            # while the piece is there (it is no other piece's ancestor or sibling), and reads -1, free,
+            # before and after.
+            index = ((piece.cube << levels) + piece.offset) >> piece_level
+            tops[piece_level][index] = rank if add else -1
+            for level in range(piece_level + 1, levels + 1):  # the enclosing blocks: their top holder may change
                 below, index = tops[level - 1], index >> 1
                 old = tops[level][index]
                 new = max(old, rank) if add else max(below[2 * index], below[2 * index + 1])
                 if new == old:
                     break  # and so for every larger block too: each one's top is its halves' larger top
                 tops[level][index] = new
-                if old >= 0:
-                    deltas[level, old] = deltas.get((level, old), 0) - 1
-                if new >= 0:
-                    deltas[level, new] = deltas.get((level, new), 0) + 1
-        for (level, index), delta in deltas.items():
-            if delta:
-                self.held[level].add(index, delta)
+                own[level] += sign
+                other = old if add else new
+                if other >= 0:
+                    others.setdefault(other, [0] * (levels + 3))[level] -= sign
+        self.held.add(rank, [(column, delta) for column, delta in enumerate(own) if delta])
+        for other, deltas in others.items():
+            self.held.add(other, [(column, delta) for column, delta in enumerate(deltas) if delta])
 
     def _wait(self, request: Request, waiting: bool) -> None:
         """Mark `request` pending (or not) in its (level, block count) group."""
@@ -463,16 +477,22 @@ class _Simulator:
         And a group asking for more blocks at the same level can only win with an earlier position
         than every group already looked at, so only that frontier is checked.
         """
-        ranks, usable = self.queue_rank, self._usable
+        ranks, avail, tree = self.queue_rank, self.block.avail, self.held.tree
         best = len(ranks)
         for level, groups in enumerate(self.by_level):
             frontier = best
             for blocks, positions in groups:
+                if not positions:
+                    continue
                 index = bisect.bisect_left(positions, start)
                 if index == len(positions) or positions[index] >= frontier:
                     continue
                 frontier = positions[index]
-                if usable(ranks[frontier], level) >= blocks:
+                usable, i = avail[level], ranks[frontier]  # _usable(), inlined: this is the hot loop
+                while i and usable < blocks:
+                    usable += tree[i][level]
+                    i &= i - 1
+                if usable >= blocks:
                     best = frontier
         return best if best < len(ranks) else None
 
@@ -502,13 +522,20 @@ class _Simulator:
                     break
             if have >= need:
                 break
-        kept = []
-        for holding in reversed(chosen):
-            back = self._toggle(holding, masks, level, have, release=False)
+        # Minimise: the last one chosen stays (without it the request did not fit); walk back from
+        # there, putting back each one the request can do without.
+        kept = [chosen[-1]]
+        levels = self.geometry.levels
+        for holding in reversed(chosen[:-1]):
+            back, occupied = have, []
+            for cube, bits in holding.spans:  # its cubes are in `masks`: it was released there
+                old = masks[cube]
+                back += _profile(old | bits, levels).counts[level] - _profile(old, levels).counts[level]
+                occupied.append((cube, old | bits))
             if back < need:
-                self._toggle(holding, masks, level, back, release=True)
                 kept.append(holding)
             else:
+                masks.update(occupied)
                 have = back
         return _Search(True, tuple(reversed(kept)))
 
@@ -532,10 +559,10 @@ class _Simulator:
         else:
             need = f"needs {demand.blocks} free aligned {request.shape} partition{_s(demand.blocks)}"
         text = f"{need} ({demand.chips} chips); {have} free"
-        victims = self.count_below.below(rank)
+        victims = self.held.below(rank, self.count_column)
         if not victims:
             return text + ", and no lower-priority workload to preempt"
-        chips = self.block.free_cells * self.geometry.cell_chips + self.chips_below.below(rank)
+        chips = self.block.free_cells * self.geometry.cell_chips + self.held.below(rank, self.chips_column)
         if chips < demand.chips:
             return text + (
                 f", and even preempting all {victims} lower-priority workload{_s(victims)} leaves only {chips} chips"
@@ -555,18 +582,16 @@ class _Simulator:
             for _ in range(demand.per_slice):
                 cube, offset = self.block.allocate(demand.level)
                 pieces.append(_Piece(index, cube, offset, demand.level))
-        self._hold(pieces, rank, add=True)
         spans: dict[int, int] = {}
         for piece in pieces:
             spans[piece.cube] = spans.get(piece.cube, 0) | _bits(piece.offset, piece.level)
         self.seq += 1
         holding = _Holding(request, self.seq, tuple(pieces), tuple(spans.items()))
+        self._hold(holding, rank, add=True)
         self.holdings[request.name] = holding
         if not self.by_rank[rank]:
             bisect.insort(self.active, rank)
         self.by_rank[rank][request.name] = None
-        self.count_below.add(rank, 1)
-        self.chips_below.add(rank, demand.chips)
         if self.pending.pop(request.name, None) is not None:
             self._wait(request, False)
         where = self._where(holding)
@@ -579,15 +604,12 @@ class _Simulator:
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
         name = victim.request.name
         rank = self.rank[name]
-        for piece in victim.pieces:
-            self.block.release(piece)
-        self._hold(victim.pieces, rank, add=False)
+        self.block.release(victim.spans)
+        self._hold(victim, rank, add=False)
         del self.holdings[name]
         del self.by_rank[rank][name]
         if not self.by_rank[rank]:
             self.active.remove(rank)
-        self.count_below.add(rank, -1)
-        self.chips_below.add(rank, -self.demands[name].chips)
         self._queue(victim.request)
         detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
         self.events.append(Event(step, name, "preempted", detail, _cubes_of(victim), by=preemptor.name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 
 import pytest
@@ -299,3 +300,292 @@ def test_map_matches_placements(scenario: tuple[list[Request], int]) -> None:
     assert free * 4 == cubes * CUBE - result.chips_in_use
     legend = [line for line in lines if " = " in line and not line.startswith(".")]
     assert len(legend) == len(result.admitted)
+
+
+# ---------------------------------------------------------------- pinned outcomes (issue 15)
+
+# Each scenario's exact outcome, worked out by hand from A1-A8 and matching the model before its
+# indexes were added: (events as (step, workload, action, cubes, victims, by), final, placements
+# as (workload, slice, cube, offset_chips, chips), reasons of the pending workloads).
+NO_LOWER = "0 free, and no lower-priority workload to preempt"
+PINNED: dict[
+    str, tuple[list[Request], int, list[tuple[object, ...]], dict[str, str], list[tuple[object, ...]], dict[str, str]]
+] = {
+    # Rising priorities: each arrival evicts the lowest admitted; the victim has nothing below it to take.
+    "rising": (
+        [Request(f"w{i}", i, "4x4x4", 1, i) for i in range(5)],
+        3,
+        [
+            (1, "w0", "admitted", (0,), (), ""),
+            (2, "w1", "admitted", (1,), (), ""),
+            (3, "w2", "admitted", (2,), (), ""),
+            (4, "w0", "preempted", (0,), (), "w3"),
+            (4, "w3", "admitted", (0,), ("w0",), ""),
+            (5, "w1", "preempted", (1,), (), "w4"),
+            (5, "w4", "admitted", (1,), ("w1",), ""),
+        ],
+        {"w0": "pending", "w1": "pending", "w2": "admitted", "w3": "admitted", "w4": "admitted"},
+        [("w2", 0, 2, 0, 64), ("w3", 0, 0, 0, 64), ("w4", 0, 1, 0, 64)],
+        {
+            "w0": f"needs 1 free aligned 4x4x4 partition (64 chips); {NO_LOWER}",
+            "w1": f"needs 1 free aligned 4x4x4 partition (64 chips); {NO_LOWER}",
+        },
+    ),
+    # Falling priorities: nothing is ever preempted; the late arrivals wait.
+    "falling": (
+        [Request(f"w{i}", 10 - i, "4x4x4", 1, i) for i in range(4)],
+        2,
+        [
+            (1, "w0", "admitted", (0,), (), ""),
+            (2, "w1", "admitted", (1,), (), ""),
+            (3, "w2", "waiting", (), (), ""),
+            (4, "w3", "waiting", (), (), ""),
+        ],
+        {"w0": "admitted", "w1": "admitted", "w2": "pending", "w3": "pending"},
+        [("w0", 0, 0, 0, 64), ("w1", 0, 1, 0, 64)],
+        {
+            "w2": f"needs 1 free aligned 4x4x4 partition (64 chips); {NO_LOWER}",
+            "w3": f"needs 1 free aligned 4x4x4 partition (64 chips); {NO_LOWER}",
+        },
+    ),
+    # A super-slice evicts two priorities at once (lowest first); neither victim can come back.
+    "superslice": (
+        [Request("a", 1, "2x4x4", 2, 0), Request("b", 2, "2x4x4", 2, 1), Request("c", 3, "4x4x8", 1, 2)],
+        2,
+        [
+            (1, "a", "admitted", (0,), (), ""),
+            (2, "b", "admitted", (1,), (), ""),
+            (3, "a", "preempted", (0,), (), "c"),
+            (3, "b", "preempted", (1,), (), "c"),
+            (3, "c", "admitted", (0, 1), ("a", "b"), ""),
+        ],
+        {"a": "pending", "b": "pending", "c": "admitted"},
+        [("c", 0, 0, 0, 64), ("c", 0, 1, 0, 64)],
+        {
+            "a": f"needs 2 free aligned 2x4x4 partitions (64 chips); {NO_LOWER}",
+            "b": f"needs 2 free aligned 2x4x4 partitions (64 chips); {NO_LOWER}",
+        },
+    ),
+    # Best fit: the smallest maximal free block, lowest cube and offset first.
+    "best fit": (
+        [
+            Request("x", 0, "2x2x2", 1, 0),
+            Request("big", 0, "2x4x4", 1, 1),  # the free half of cube 0, not the empty cube 1
+            Request("y", 0, "2x2x1", 3, 2),  # [8-12) and [12-16) of cube 0, then the 2x2x4 gap at 16
+            Request("z", 0, "2x2x4", 1, 3),  # cube 0 has no free 2x2x4 left: cube 1
+        ],
+        2,
+        [
+            (1, "x", "admitted", (0,), (), ""),
+            (2, "big", "admitted", (0,), (), ""),
+            (3, "y", "admitted", (0,), (), ""),
+            (4, "z", "admitted", (1,), (), ""),
+        ],
+        {"x": "admitted", "big": "admitted", "y": "admitted", "z": "admitted"},
+        [
+            ("x", 0, 0, 0, 8),
+            ("big", 0, 0, 32, 32),
+            ("y", 0, 0, 8, 4),
+            ("y", 1, 0, 12, 4),
+            ("y", 2, 0, 16, 4),
+            ("z", 0, 1, 0, 16),
+        ],
+        {},
+    ),
+    # h needs a cube: Kueue's order tries l, then m2, then m; l is dropped again by the minimisation.
+    # The re-try pass then lets m (created before m2) come back by preempting l.
+    "retry cascade": (
+        [
+            Request("l", 1, "2x4x4", 1, 0),
+            Request("f", 3, "2x4x4", 1, 1),
+            Request("m", 2, "2x4x4", 1, 2),
+            Request("m2", 2, "2x4x4", 1, 3),
+            Request("h", 4, "4x4x4", 1, 4),
+        ],
+        2,
+        [
+            (1, "l", "admitted", (0,), (), ""),
+            (2, "f", "admitted", (0,), (), ""),
+            (3, "m", "admitted", (1,), (), ""),
+            (4, "m2", "admitted", (1,), (), ""),
+            (5, "m2", "preempted", (1,), (), "h"),
+            (5, "m", "preempted", (1,), (), "h"),
+            (5, "h", "admitted", (1,), ("m2", "m"), ""),
+            (5, "l", "preempted", (0,), (), "m"),
+            (5, "m", "admitted", (0,), ("l",), ""),
+        ],
+        {"l": "pending", "f": "admitted", "m": "admitted", "m2": "pending", "h": "admitted"},
+        [("f", 0, 0, 32, 32), ("m", 0, 0, 0, 32), ("h", 0, 1, 0, 64)],
+        {
+            "l": f"needs 1 free aligned 2x4x4 partition (32 chips); {NO_LOWER}",
+            "m2": f"needs 1 free aligned 2x4x4 partition (32 chips); {NO_LOWER}",
+        },
+    ),
+    # Two cubes for h: l (lowest, newest) first, then s1, then s2 empties cube 0; m (priority 3) is spared.
+    "mixed": (
+        [
+            Request("s1", 1, "2x2x1", 4, 0),
+            Request("s2", 2, "2x2x2", 3, 1),
+            Request("m", 3, "4x4x4", 1, 2),
+            Request("l", 1, "4x4x4", 1, 3),
+            Request("h", 4, "4x4x8", 1, 4),
+        ],
+        3,
+        [
+            (1, "s1", "admitted", (0,), (), ""),
+            (2, "s2", "admitted", (0,), (), ""),
+            (3, "m", "admitted", (1,), (), ""),
+            (4, "l", "admitted", (2,), (), ""),
+            (5, "l", "preempted", (2,), (), "h"),
+            (5, "s1", "preempted", (0,), (), "h"),
+            (5, "s2", "preempted", (0,), (), "h"),
+            (5, "h", "admitted", (0, 2), ("l", "s1", "s2"), ""),
+        ],
+        {"s1": "pending", "s2": "pending", "m": "admitted", "l": "pending", "h": "admitted"},
+        [("m", 0, 1, 0, 64), ("h", 0, 0, 0, 64), ("h", 0, 2, 0, 64)],
+        {
+            "s1": f"needs 4 free aligned 2x2x1 partitions (16 chips); {NO_LOWER}",
+            "s2": f"needs 3 free aligned 2x2x2 partitions (24 chips); {NO_LOWER}",
+            "l": f"needs 1 free aligned 4x4x4 partition (64 chips); {NO_LOWER}",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_pinned_outcomes(name: str) -> None:
+    requests, cubes, events, final, placements, reasons = PINNED[name]
+    result = predict(list(reversed(requests)), cubes, TPU7X)
+    assert [(e.step, e.workload, e.action, e.cubes, e.victims, e.by) for e in result.events] == events
+    assert result.final == final
+    assert [(p.workload, p.slice_index, p.cube, p.offset_chips, p.chips) for p in result.placements] == placements
+    assert {name: result.reasons[name] for name in result.pending} == reasons
+
+
+# ---------------------------------------------------------------- replayed from scratch
+
+ALL_SHAPES = [*SHAPES, "4x4x12", "8x8x8"]
+ALL_SUPER = {**SUPER_CUBES, "4x4x12": 3, "8x8x8": 8}
+_SPAN = re.compile(r"cube (\d+) ((?:\[\d+-\d+\) ?)+)")
+
+
+@st.composite
+def orderings(draw: st.DrawFn) -> tuple[list[Request], int]:
+    """Up to 30 requests on up to 8 cubes, priorities random, rising, falling or all equal."""
+    cubes = draw(st.integers(min_value=1, max_value=8))
+    count = draw(st.integers(min_value=0, max_value=30))
+    mode = draw(st.sampled_from(["random", "rising", "falling", "equal"]))
+    requests = []
+    for i in range(count):
+        priority = {"rising": i, "falling": -i, "equal": 7}.get(mode)
+        requests.append(
+            Request(
+                name=f"w{i}",
+                priority=draw(st.sampled_from([0, 1, 2, 3])) if priority is None else priority,
+                shape=draw(st.sampled_from(ALL_SHAPES)),
+                slices=draw(st.integers(min_value=1, max_value=4)),
+                order=draw(st.integers(min_value=0, max_value=count)) if mode == "random" else i,
+            )
+        )
+    return requests, cubes
+
+
+def _blocks(request: Request, cubes: int, taken: set[tuple[int, int]]) -> tuple[int, int]:
+    """(free blocks of the request's kind, blocks it needs) when the cells in `taken` are unavailable."""
+    if request.shape in ALL_SUPER:
+        free = sum(all((c, i) not in taken for i in range(16)) for c in range(cubes))
+        return free, ALL_SUPER[request.shape] * request.slices
+    size = CHIPS[request.shape] // 4
+    free = sum(
+        all((c, i) not in taken for i in range(start, start + size))
+        for c in range(cubes)
+        for start in range(0, 16, size)
+    )
+    return free, request.slices
+
+
+def _fits(request: Request, cubes: int, taken: set[tuple[int, int]]) -> bool:
+    free, need = _blocks(request, cubes, taken)
+    return free >= need
+
+
+@settings(max_examples=80, deadline=None)
+@given(orderings())
+def test_events_replay_to_the_final_state(scenario: tuple[list[Request], int]) -> None:
+    """Replays the events cell by cell and checks each decision against A1-A7 from scratch."""
+    requests, cubes = scenario
+    result = predict(requests, cubes, TPU7X)
+    by_name = {r.name: r for r in requests}
+    queue = sorted(requests, key=lambda r: (r.order, r.name))
+    holding: dict[str, set[tuple[int, int]]] = {}  # admitted workload -> its cells
+
+    def taken(exclude: frozenset[str] | set[str] = frozenset()) -> set[tuple[int, int]]:
+        return {cell for who, cells in holding.items() if who not in exclude for cell in cells}
+
+    arrivals: dict[int, Request] = {}
+    preempted_now: list[str] = []
+    for event in result.events:
+        request = by_name[event.workload]
+        if event.action == "preempted":
+            assert event.workload in holding
+            assert by_name[event.by].priority > request.priority  # LowerPriority only (A6)
+            assert {c for c, _ in holding[event.workload]} == set(event.cubes)
+            preempted_now.append(event.workload)
+            continue
+        if event.step not in arrivals:  # the first decision of a step is its arrival's (A5)
+            arrivals[event.step] = request
+            assert request is queue[event.step - 1]
+            assert not event.detail.startswith("re-admitted")
+        else:  # then come re-tries, only after a preemption, only of lower priorities (A7)
+            arrival = arrivals[event.step]
+            assert event.action == "admitted" and "re-admitted" in event.detail
+            assert request.priority < arrival.priority
+            assert any(e.step == event.step and e.workload == arrival.name and e.victims for e in result.events)
+        if event.action == "waiting":
+            assert event.workload not in holding
+            lower = {who for who in holding if by_name[who].priority < request.priority}
+            assert not _fits(request, cubes, taken(lower))  # even evicting every lower one (A6)
+            assert preempted_now == []
+            continue
+        # admitted: the victims are exactly the evictions just before, in order, all lower
+        assert list(event.victims) == preempted_now
+        before = taken()
+        for victim in event.victims:
+            assert by_name[victim].priority < request.priority
+        evicted = {victim: holding.pop(victim) for victim in event.victims}
+        if evicted:
+            # Preempting was needed, it was enough, and each victim was needed (the minimisation).
+            assert not _fits(request, cubes, before)
+            assert _fits(request, cubes, taken())
+            for cells_of_victim in evicted.values():
+                assert not _fits(request, cubes, taken() | cells_of_victim)
+        else:
+            assert _fits(request, cubes, before)
+        cells = set()
+        for cube, ranges in _SPAN.findall(event.detail.rsplit("; ", 1)[-1]):
+            for start, end in re.findall(r"\[(\d+)-(\d+)\)", ranges):
+                cells |= {(int(cube), i) for i in range(int(start) // 4, int(end) // 4)}
+        assert len(cells) * 4 == CHIPS.get(request.shape, CUBE * ALL_SUPER.get(request.shape, 0)) * request.slices
+        assert not cells & taken(), "placed on occupied cells"
+        assert {c for c, _ in cells} == set(event.cubes)
+        holding[event.workload] = cells
+        preempted_now = []
+
+    assert preempted_now == []
+    assert set(arrivals) == set(range(1, len(requests) + 1))
+    assert set(result.admitted) == set(holding)
+    placed = {
+        (p.cube, i) for p in result.placements for i in range(p.offset_chips // 4, (p.offset_chips + p.chips) // 4)
+    }
+    assert placed == taken()
+    for cube in range(cubes):  # no cube over capacity
+        assert sum(p.chips for p in result.placements if p.cube == cube) <= CUBE
+    for name in result.pending:  # settled: no pending workload fits, even by preempting (A7)
+        request = by_name[name]
+        lower = {who for who in holding if by_name[who].priority < request.priority}
+        assert not _fits(request, cubes, taken(lower))
+        assert result.reasons[name].startswith("needs ")
+        for other in result.admitted:  # so a pending one never outranks an admitted twin
+            twin = by_name[other]
+            if (twin.shape, twin.slices) == (request.shape, request.slices):
+                assert twin.priority >= request.priority
