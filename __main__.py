@@ -17,19 +17,24 @@ from k8s.controllers import Controllers, ControllersArgs
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
 from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs, http_url
 from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
+from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from k8s.pod_monitoring import PodMonitorings, PodMonitoringsArgs
 from k8s.provider import cluster_provider
-from k8s.router import Router, RouterArgs
+from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from k8s.slice_controller import SliceController, SliceControllerArgs
-from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs
+from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs, network_allowances
 from settings.loader import from_runtime
 from settings.model import Backend
 from workloads.jetstream import Jetstream, JetstreamArgs
 from workloads.model_access import ModelAccess, ModelAccessArgs
 from workloads.saxml import Saxml, SaxmlArgs
+from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
 from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector, prefill_metrics_url
+from workloads.vllm_pd import network_allowances as vllm_allowances
+
+GUIDE = "pd-disaggregation"  # the llm-d guide the vLLM backend follows; names its router and pool
 
 # Validation happens here, before the first resource is registered.
 config = from_runtime()
@@ -137,6 +142,7 @@ if serving.dynamic_slicing:
         SliceControllerArgs(
             provider=provider,
             image=versions.slice_controller_image,
+            pod_cidr=str(net.pod_cidr),
             # Also on the TPU pools, for the teardown: workloads, then the slice controller, then
             # the pools, then the cluster (tests/test_teardown.py).
             depends_on=[*controllers.releases.values(), tpu_pools],
@@ -168,6 +174,23 @@ if serving.dynamic_slicing:
         )
         if cfg.enabled
     ]
+    # Ingress is denied in the serving namespace except for what serving and the checks need.
+    allowances = network_allowances(checks)
+    if serving.backend is Backend.VLLM_PD:
+        allowances += epp_allowances(GUIDE, str(net.proxy_cidr))
+        allowances += vllm_allowances(
+            GUIDE,
+            {role: getattr(serving, role).replicas for role in ("prefill", "decode")},
+            picker=epp_selector(GUIDE),
+            proxy_cidr=str(net.proxy_cidr),
+            smoke_test_job=SMOKE_JOB if serving.smoke_test.enabled else None,
+        )
+    serving_policies = NetworkPolicies(
+        "serving-network-policies",
+        NetworkPoliciesArgs(
+            provider=provider, namespace=serving.namespace, allowances=allowances, depends_on=[queues.namespace]
+        ),
+    )
     if checks:
         SlicingChecks(
             "slicing-checks",
@@ -179,14 +202,14 @@ if serving.dynamic_slicing:
                 image=versions.jax_tpu_image,
                 checks=checks,
                 # TPU consumers wait for the pools, so a destroy removes them first.
-                depends_on=[tpu_pools, slice_controller, controllers.releases["jobset"], queues],
+                depends_on=[tpu_pools, slice_controller, controllers.releases["jobset"], queues, serving_policies],
             ),
         )
 
 if serving.backend is Backend.VLLM_PD:
     model = serving.model
     assert model.weights_bucket is not None  # validated: vllm-pd needs a bucket
-    guide = "pd-disaggregation"
+    guide = GUIDE
     access = ModelAccess(
         "model-access",
         ModelAccessArgs(
@@ -226,7 +249,7 @@ if serving.backend is Backend.VLLM_PD:
             gateway_name=serving.gateway.name,
             pool_selector=pool_selector(guide),
             image=versions.endpoint_picker_image,
-            depends_on=[inference_crds, queues.namespace],
+            depends_on=[inference_crds, queues.namespace, serving_policies],
             gateway=gateway.gateway,
         ),
     )
@@ -274,7 +297,7 @@ if serving.backend is Backend.VLLM_PD:
             hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
             # TPU consumers: after the pools (so destroyed before them), the slice
             # controller's webhooks, LWS, the queue and the priority classes.
-            depends_on=[tpu_pools, slice_controller, controllers.releases["lws"], queues, access],
+            depends_on=[tpu_pools, slice_controller, controllers.releases["lws"], queues, access, serving_policies],
         ),
     )
     if serving.smoke_test.enabled:
@@ -323,6 +346,7 @@ if serving.backend is Backend.SAXML:
             },
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
+            pod_cidr=str(net.pod_cidr),
             depends_on=[controllers.releases["jobset"]],
             tpu_pools=[tpu_pools],
         ),
@@ -358,6 +382,7 @@ if serving.backend is Backend.JETSTREAM:
             },
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
+            pod_cidr=str(net.pod_cidr),
             depends_on=list(controllers.releases.values()),
             tpu_pools=[tpu_pools],
         ),

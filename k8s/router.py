@@ -21,7 +21,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
-from k8s import epp_config
+from k8s import epp_config, network_policies
 from k8s.epp_config import Plugin
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
@@ -155,6 +155,25 @@ def epp_args(args: RouterArgs) -> list[str]:
     ]  # fmt: skip
 
 
+def epp_selector(name: str) -> dict[str, str]:
+    """The endpoint picker's pod labels (also what the model servers admit it by)."""
+    return {"app.kubernetes.io/name": f"{name}-epp"}
+
+
+def epp_allowances(name: str, proxy_cidr: str) -> list[network_policies.Allowance]:
+    """The gateway's proxies call the picker's ext_proc port, Google's probers its health port
+    (a GKE Inference Gateway health-checks the picker as a backend); Managed Prometheus reads
+    its metrics."""
+    selector = epp_selector(name)
+    gateway = network_policies.addresses([proxy_cidr, *network_policies.HEALTH_CHECK_RANGES])
+    return [
+        network_policies.Allowance("picker-from-gateway", selector, (gateway,), (EPP_GRPC_PORT, EPP_HEALTH_PORT)),
+        network_policies.Allowance(
+            "picker-metrics-from-prometheus", selector, (network_policies.gmp_collectors(),), (EPP_METRICS_PORT,)
+        ),
+    ]
+
+
 class Router(pulumi.ComponentResource):
     pool: KubernetesObject
     route: KubernetesObject
@@ -163,8 +182,8 @@ class Router(pulumi.ComponentResource):
     def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:Router", name, None, opts)
         epp = f"{args.name}-epp"
-        labels = {**COMMON_LABELS, "app.kubernetes.io/name": epp}
-        selector = {"app.kubernetes.io/name": epp}
+        selector = epp_selector(args.name)
+        labels = {**COMMON_LABELS, **selector}
 
         def meta_for(object_name: str) -> meta.ObjectMetaArgs:
             return meta.ObjectMetaArgs(name=object_name, namespace=args.namespace, labels=labels)

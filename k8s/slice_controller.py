@@ -25,9 +25,11 @@ from pulumi_kubernetes.rbac import v1 as rbac
 
 from k8s import pod_security
 from k8s.awaits import TIMEOUT_SECONDS, WAIT_FOR
+from k8s.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
 from k8s.provider import COMMON_LABELS
 
 NAMESPACE = "slice-controller-system"
+WEBHOOK_PORT = 9443
 # Namespaces whose Jobs, JobSets, LeaderWorkerSets and StatefulSets the webhooks never see.
 EXEMPT_NAMESPACES = (
     "kube-system",
@@ -104,6 +106,7 @@ LEADER_ELECTION_RULES = (
 class SliceControllerArgs:
     provider: kubernetes.Provider
     image: str
+    pod_cidr: str  # the cluster's pod range: what NetworkPolicies treat as in-cluster
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -131,7 +134,20 @@ class SliceController(pulumi.ComponentResource):
             ),
             opts=first,
         )
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        # Only the control plane calls the webhook server; nothing else reaches the manager.
+        policies = NetworkPolicies(
+            "network-policies",
+            NetworkPoliciesArgs(
+                provider=args.provider,
+                namespace=NAMESPACE,
+                allowances=[
+                    Allowance("webhook-from-control-plane", SELECTOR, (outside_pods(args.pod_cidr),), (WEBHOOK_PORT,))
+                ],
+                depends_on=[namespace],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace, policies])
         account = core.ServiceAccount("service-account", metadata=_meta(SERVICE_ACCOUNT), opts=child)
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
         rbac_objects: list[pulumi.Resource] = [account]
@@ -199,7 +215,7 @@ class SliceController(pulumi.ComponentResource):
             metadata=_meta(WEBHOOK_SERVICE),
             spec=core.ServiceSpecArgs(
                 selector=SELECTOR,
-                ports=[core.ServicePortArgs(port=443, target_port=9443, protocol="TCP")],
+                ports=[core.ServicePortArgs(port=443, target_port=WEBHOOK_PORT, protocol="TCP")],
             ),
             opts=child,
         )
@@ -282,7 +298,11 @@ class SliceController(pulumi.ComponentResource):
                             image=image,
                             command=["/manager"],
                             args=list(ARGS),
-                            ports=[core.ContainerPortArgs(name="webhook-server", container_port=9443, protocol="TCP")],
+                            ports=[
+                                core.ContainerPortArgs(
+                                    name="webhook-server", container_port=WEBHOOK_PORT, protocol="TCP"
+                                )
+                            ],
                             liveness_probe=core.ProbeArgs(
                                 http_get=core.HTTPGetActionArgs(path="/healthz", port=8081),
                                 initial_delay_seconds=15,

@@ -19,6 +19,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from infra.topology import Generation, Topology
+from k8s import network_policies
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 
@@ -117,6 +118,21 @@ def jobset_body(check: SliceCheck, args: SlicingChecksArgs) -> dict[str, Any]:
             ],
         },
     }
+
+
+def network_allowances(checks: Sequence[SliceCheck]) -> list[network_policies.Allowance]:
+    """The hosts of one checked slice (one JobSet child Job) reach each other on every port (JAX's
+    coordinator and its peers); nothing else reaches them."""
+    return [
+        allowance
+        for check in checks
+        for allowance in network_policies.within_groups(
+            check.name,
+            {network_policies.JOBSET_NAME_LABEL: check.name},
+            network_policies.JOBSET_JOB_INDEX_LABEL,
+            check.replicas,
+        )
+    ]
 
 
 class SlicingChecks(pulumi.ComponentResource):

@@ -43,6 +43,7 @@ SINGLE = JetstreamArgs(
     images=IMAGES,
     exposure="internal",
     source_ranges=(),
+    pod_cidr="10.16.0.0/14",
 )
 
 

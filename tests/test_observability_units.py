@@ -27,10 +27,10 @@ from infra.observability_catalog import (
     unknown_metrics,
 )
 from infra.topology import CATALOG as TPU_CATALOG
-from k8s import pod_monitoring
+from k8s import pod_monitoring, router
 from tests.gmp_schema import validate_pod_monitoring
 from tests.test_jetstream_bodies import SINGLE, multi
-from workloads import jetstream
+from workloads import jetstream, smoke_job
 from workloads.vllm_command import DECODE_VLLM_PORT, POOL_PORT, VllmServe
 from workloads.vllm_pd import RolePlan, VllmPdArgs, lws_body
 
@@ -166,10 +166,10 @@ def test_epp_monitoring_matches_the_router() -> None:
     body = pod_monitoring.epp_body(NAMESPACE, "pd-disaggregation")
     assert body["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "pd-disaggregation-epp"}
     assert pod_monitoring.EPP_PORT == ("metrics", 9090)
-    router = (ROOT / "k8s" / "router.py").read_text()
+    router_source = (ROOT / "k8s" / "router.py").read_text()
     # The Router's Deployment: selector on the name label, the metrics port named `metrics`.
-    assert 'selector = {"app.kubernetes.io/name": epp}' in router
-    assert 'ContainerPortArgs(name="metrics", container_port=EPP_METRICS_PORT)' in router
+    assert router.epp_selector("pd-disaggregation") == body["spec"]["selector"]["matchLabels"]
+    assert 'ContainerPortArgs(name="metrics", container_port=EPP_METRICS_PORT)' in router_source
 
 
 def test_jetstream_monitoring_selects_serving_pods_on_port_9100() -> None:
@@ -429,7 +429,7 @@ def test_vllm_alerts_cover_leaders_queue_idle_tpus_and_the_smoke_test() -> None:
 
 
 def test_smoke_job_name_matches_the_workload() -> None:
-    assert f'name="{alerts.SMOKE_JOB}"' in (ROOT / "workloads" / "smoke_job.py").read_text()
+    assert alerts.SMOKE_JOB == smoke_job.JOB_NAME
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -34,9 +34,10 @@ from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
 from infra.topology import Generation, Topology
-from k8s import pod_security
+from k8s import network_policies, pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
+from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from k8s.provider import COMMON_LABELS
 from workloads.bucket_access import Grant, grants
 from workloads.model_access import workload_principal
@@ -110,6 +111,7 @@ class JetstreamArgs:
     images: Mapping[str, str]  # keys: IMAGE_KEYS
     exposure: str  # "internal" or "external"
     source_ranges: Sequence[str]  # CIDRs allowed to reach an external load balancer
+    pod_cidr: str  # the cluster's pod range: what NetworkPolicies treat as in-cluster
     depends_on: Sequence[pulumi.Resource] = ()
     # Only the TPU servers wait for these (the pools), so everything else installs meanwhile.
     tpu_pools: Sequence[pulumi.Resource] = ()
@@ -130,6 +132,26 @@ def server_labels() -> dict[str, str]:
 
 def worker_labels() -> dict[str, str]:
     return {NAME_LABEL: APP, COMPONENT_LABEL: WORKER_COMPONENT}
+
+
+def network_allowances(args: JetstreamArgs) -> list[network_policies.Allowance]:
+    """Load-balancer clients (filtered by the Service's source ranges) reach the HTTP and gRPC
+    ports of the serving pods, Managed Prometheus their engine metrics, and the pods of one
+    Pathways group (one LWS group, one slice) each other on every port."""
+    server = server_labels()
+    allowances = [
+        network_policies.Allowance(
+            "jetstream-from-clients", server, (network_policies.outside_pods(args.pod_cidr),), (HTTP_PORT, GRPC_PORT)
+        ),
+        network_policies.Allowance(
+            "jetstream-metrics-from-prometheus", server, (network_policies.gmp_collectors(),), (PROMETHEUS_PORT,)
+        ),
+    ]
+    if is_multi_host(args):
+        allowances += network_policies.within_groups(
+            APP, {network_policies.LWS_NAME_LABEL: APP}, network_policies.LWS_GROUP_INDEX_LABEL, args.slices
+        )
+    return allowances
 
 
 def bucket_grants(args: JetstreamArgs) -> list[Grant]:
@@ -411,6 +433,7 @@ def _service_name(metadata: Any) -> str:
 
 class Jetstream(pulumi.ComponentResource):
     namespace: core.Namespace
+    network_policies: NetworkPolicies
     service_account: core.ServiceAccount
     members: list[gcp.storage.BucketIAMMember]
     server: apps.Deployment | KubernetesObject
@@ -429,7 +452,18 @@ class Jetstream(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
-        depends = [*args.depends_on, namespace]
+        # Default deny before any pod exists; the servers wait for their allowances.
+        self.network_policies = NetworkPolicies(
+            f"{name}-network-policies",
+            NetworkPoliciesArgs(
+                provider=args.provider,
+                namespace=args.namespace,
+                allowances=network_allowances(args),
+                depends_on=[namespace],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        depends = [*args.depends_on, namespace, self.network_policies]
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends)
 
         account = service_account_body(args)

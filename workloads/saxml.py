@@ -23,9 +23,10 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from infra.topology import Generation, Topology
-from k8s import pod_security
+from k8s import network_policies, pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject
+from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from k8s.provider import COMMON_LABELS
 from workloads.jetstream import ingress_ip
 
@@ -34,6 +35,7 @@ KSA = "sax-sa"
 HTTP_PORT = 8888
 ADMIN_PORT = 10000
 MODEL_PORT = 10001
+MODEL_SERVER_SET = "sax-model-server-set"
 INTERNAL_LB = {"networking.gke.io/load-balancer-type": "Internal"}
 
 
@@ -57,6 +59,7 @@ class SaxmlArgs:
     images: Mapping[str, str]  # admin, model, http, publish
     exposure: str
     source_ranges: Sequence[str]
+    pod_cidr: str  # the cluster's pod range: what NetworkPolicies treat as in-cluster
     depends_on: Sequence[pulumi.Resource] = ()
     # Only the model servers wait for these (the pools): the rest installs meanwhile.
     tpu_pools: Sequence[pulumi.Resource] = ()
@@ -64,6 +67,32 @@ class SaxmlArgs:
 
 def _labels(app: str) -> dict[str, str]:
     return {**COMMON_LABELS, "app": app}
+
+
+def network_allowances(slices: int, pod_cidr: str) -> list[network_policies.Allowance]:
+    """Who may reach the Sax cell's servers: its clients the admin server (model servers register
+    there, sax-http and the publish Job look models up), the admin server and sax-http the model
+    servers, load-balancer clients (already filtered by the Service's source ranges) and the publish
+    Job sax-http, and the hosts of one slice (one JobSet child Job) each other on every port."""
+    admin, model, http, publish = (
+        {"app": app} for app in ("sax-admin-server", "sax-model-server", "sax-http", "sax-publish")
+    )
+    pods = network_policies.pods
+    return [
+        network_policies.Allowance(
+            "sax-admin-from-cell", admin, (pods(model), pods(http), pods(publish)), (ADMIN_PORT,)
+        ),
+        network_policies.Allowance("sax-model-from-admin-and-http", model, (pods(admin), pods(http)), (MODEL_PORT,)),
+        network_policies.Allowance(
+            "sax-http-from-clients", http, (network_policies.outside_pods(pod_cidr), pods(publish)), (HTTP_PORT,)
+        ),
+        *network_policies.within_groups(
+            "sax-model-server",
+            {network_policies.JOBSET_NAME_LABEL: MODEL_SERVER_SET},
+            network_policies.JOBSET_JOB_INDEX_LABEL,
+            slices,
+        ),
+    ]
 
 
 def sax_root(bucket: str) -> str:
@@ -81,7 +110,7 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {
-            "name": "sax-model-server-set",
+            "name": MODEL_SERVER_SET,
             "namespace": args.namespace,
             "labels": _labels("sax-model-server"),
             "annotations": {
@@ -152,6 +181,7 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
 
 class Saxml(pulumi.ComponentResource):
     bucket: gcp.storage.Bucket
+    network_policies: NetworkPolicies
     http_service: core.Service
     address: pulumi.Output[str]
 
@@ -227,7 +257,18 @@ class Saxml(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
         )
-        ready = [*args.depends_on, namespace, ksa, *grants, self.bucket]
+        # Default deny before any pod exists; the servers wait for their allowances.
+        self.network_policies = NetworkPolicies(
+            "network-policies",
+            NetworkPoliciesArgs(
+                provider=args.provider,
+                namespace=args.namespace,
+                allowances=network_allowances(args.slices, args.pod_cidr),
+                depends_on=[namespace],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        ready = [*args.depends_on, namespace, ksa, *grants, self.bucket, self.network_policies]
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=ready)
         admin = self._deployment(
             "admin-server",

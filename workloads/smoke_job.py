@@ -26,6 +26,9 @@ SCRIPT = Path(__file__).resolve().parent / "smoke_test.py"
 MOUNT = "/opt/smoke-test"
 
 
+JOB_NAME = "serving-smoke-test"
+
+
 @dataclass(frozen=True)
 class SmokeJobArgs:
     provider: kubernetes.Provider
@@ -48,9 +51,7 @@ class SmokeJob(pulumi.ComponentResource):
         script = SCRIPT.read_text()
         config = core.ConfigMap(
             "script",
-            metadata=meta.ObjectMetaArgs(
-                name="serving-smoke-test", namespace=args.namespace, labels=dict(COMMON_LABELS)
-            ),
+            metadata=meta.ObjectMetaArgs(name=JOB_NAME, namespace=args.namespace, labels=dict(COMMON_LABELS)),
             data={"smoke_test.py": script},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
@@ -58,7 +59,7 @@ class SmokeJob(pulumi.ComponentResource):
         self.job = batch.Job(
             "job",
             metadata=meta.ObjectMetaArgs(
-                name="serving-smoke-test",
+                name=JOB_NAME,
                 namespace=args.namespace,
                 labels=dict(COMMON_LABELS),
                 annotations={"tpu-slicing/serving-fingerprint": fingerprint.hexdigest()[:16]},
@@ -109,9 +110,7 @@ class SmokeJob(pulumi.ComponentResource):
                             )
                         ],
                         volumes=[
-                            core.VolumeArgs(
-                                name="script", config_map=core.ConfigMapVolumeSourceArgs(name="serving-smoke-test")
-                            )
+                            core.VolumeArgs(name="script", config_map=core.ConfigMapVolumeSourceArgs(name=JOB_NAME))
                         ],
                     ),
                 ),

@@ -9,7 +9,7 @@ selects; workers only join the leader's Ray cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.topology import Generation, Topology
+from k8s import network_policies
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from workloads import vllm_command
@@ -86,6 +87,81 @@ def prefill_metrics_service_body(guide: str, namespace: str) -> dict[str, Any]:
 
 def prefill_metrics_url(namespace: str) -> str:
     return f"http://{PREFILL_METRICS_SERVICE}.{namespace}.svc.cluster.local:{vllm_command.POOL_PORT}/metrics"
+
+
+def network_allowances(
+    guide: str,
+    replicas: Mapping[str, int],
+    picker: Mapping[str, str],
+    proxy_cidr: str,
+    smoke_test_job: str | None,
+) -> list[network_policies.Allowance]:
+    """Who may reach the model servers of `guide` (roles -> LWS replicas), and on which ports.
+
+    - the gateway's proxies and Google's probers: the pool port of the leaders (the pool's
+      members), which is where the HealthCheckPolicy probes;
+    - the endpoint picker: the pool port, whose /metrics it scores pods by;
+    - the decode leader's routing sidecar: the prefill leaders' pool port (it sends the prefill
+      there before decoding locally, llm-d-routing-sidecar);
+    - prefill and decode pods: each other's KV-transfer and side-channel ports, which both
+      sides of tpu-inference's TPU connector listen on;
+    - Managed Prometheus: the vLLM metrics port of each leader (k8s/pod_monitoring.py);
+    - the pods of one LWS group: each other on every port (Ray's head and workers, JAX), and
+      no other group's;
+    - the smoke test: the prefill leaders' metrics, to prove a prefill pod did the prefill.
+    """
+    leaders = pool_selector(guide)
+    prefill_leaders = {**leaders, ROLE_LABEL: "prefill"}
+    decode_leaders = {**leaders, ROLE_LABEL: "decode"}
+    gateway = network_policies.addresses([proxy_cidr, *network_policies.HEALTH_CHECK_RANGES])
+    prometheus = network_policies.gmp_collectors()
+    kv_ports = (vllm_command.KV_TRANSFER_PORT, vllm_command.SIDE_CHANNEL_PORT)
+    allowances = [
+        network_policies.Allowance("vllm-pool-from-gateway", leaders, (gateway,), (vllm_command.POOL_PORT,)),
+        network_policies.Allowance(
+            "vllm-pool-from-picker", leaders, (network_policies.pods(picker),), (vllm_command.POOL_PORT,)
+        ),
+    ]
+    if "prefill" in replicas and "decode" in replicas:
+        prefill = {GUIDE_LABEL: guide, ROLE_LABEL: "prefill"}
+        decode = {GUIDE_LABEL: guide, ROLE_LABEL: "decode"}
+        allowances += [
+            network_policies.Allowance(
+                "vllm-prefill-from-decode-sidecar",
+                prefill_leaders,
+                (network_policies.pods(decode_leaders),),
+                (vllm_command.POOL_PORT,),
+            ),
+            network_policies.Allowance("vllm-kv-to-prefill", prefill, (network_policies.pods(decode),), kv_ports),
+            network_policies.Allowance("vllm-kv-to-decode", decode, (network_policies.pods(prefill),), kv_ports),
+        ]
+    metrics_ports = {"prefill": vllm_command.POOL_PORT, "decode": vllm_command.DECODE_VLLM_PORT}
+    for role in replicas:
+        allowances.append(
+            network_policies.Allowance(
+                f"vllm-{role}-metrics-from-prometheus",
+                {**leaders, ROLE_LABEL: role},
+                (prometheus,),
+                (metrics_ports[role],),
+            )
+        )
+    for role, count in replicas.items():
+        allowances += network_policies.within_groups(
+            f"vllm-{role}",
+            {network_policies.LWS_NAME_LABEL: f"vllm-{role}"},
+            network_policies.LWS_GROUP_INDEX_LABEL,
+            count,
+        )
+    if smoke_test_job is not None and "prefill" in replicas:
+        allowances.append(
+            network_policies.Allowance(
+                "vllm-prefill-metrics-from-smoke-test",
+                prefill_leaders,
+                (network_policies.pods({network_policies.JOB_NAME_LABEL: smoke_test_job}),),
+                (vllm_command.POOL_PORT,),
+            )
+        )
+    return allowances
 
 
 def _probe(path: str, port: int, period: int, failures: int) -> dict[str, Any]:
