@@ -18,8 +18,10 @@ import copy
 import dataclasses
 import importlib.util
 import inspect
+import ipaddress
 import json
 import runpy
+import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,6 +31,8 @@ import pulumi_policy
 import pytest
 import yaml
 from google.protobuf import json_format, struct_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pulumi.output import Unknown
 from pulumi.runtime import proto, rpc
 from pulumi_policy import (
@@ -44,6 +48,7 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+from pydantic import ValidationError
 
 from plan import engine
 from policy import guardrails
@@ -57,6 +62,8 @@ from policy.guardrails import (
     tpu_network_jumbo_mtu,
     tpu_pool_specific_reservation,
 )
+from settings import exposure, pins
+from settings.model import HttpExposure, Versions
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_DIR = ROOT / "policy"
@@ -457,9 +464,7 @@ def test_external_load_balancer_needs_config_and_source_ranges(jetstream: engine
     assert "Service 'jetstream-service' spec.loadBalancerSourceRanges ['10.0.0.0/8', '0.0.0.0/0']" in message
     assert "together cover 0.0.0.0/0, wider than a /8" in message
     # The settings' rule, by union: two halves of the internet are the internet (settings/exposure.py).
-    [message] = messages(
-        no_public_load_balancer, service, ranges("0.0.0.0/1", "128.0.0.0/1"), config=allow, form=form
-    )
+    [message] = messages(no_public_load_balancer, service, ranges("0.0.0.0/1", "128.0.0.0/1"), config=allow, form=form)
     assert "together cover 0.0.0.0/0" in message and "allowed: ranges whose union has no block wider than /8" in message
     [message] = messages(no_public_load_balancer, service, ranges("::/0"), config=allow, form=form)
     assert "'::/0', wider than an IPv6 /32" in message
@@ -480,6 +485,8 @@ def test_external_load_balancer_needs_config_and_source_ranges(jetstream: engine
         ("docker.io/vllm/vllm-tpu:v0", "'v0'"),
         ("docker.io/vllm/vllm-tpu:main", "'main'"),
         ("python:3", "'3'"),
+        ("python:3.12-slim", "'3.12-slim'"),
+        ("docker.io/vllm/vllm-tpu:v1", "'v1' (a major-version line)"),
         ("python@sha256:1234", "malformed digest"),
     ],
 )
@@ -494,6 +501,9 @@ def test_floating_image_references_are_named(image: str, problem: str) -> None:
         "docker.io/vllm/vllm-tpu:v0.26.0",
         "localhost:5000/epp:v1.2.3",
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.5.3",
+        "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.8.1-rev1",
+        "tpuongke/kueue-slice-controller:v0.8.0-200",
+        "example.com/builds/tool:20260101",
         "python:3.12.13-slim@sha256:423ed6ab25b1921a477529254bfeeabf5855151dc2c3141699a1bfc852199fbf",
     ],
 )
@@ -745,3 +755,90 @@ def test_servicer_downgrades_unknowns_to_advisory(dev: engine.PlanResult) -> Non
     [diagnostic] = _analyze(_servicer(), cluster, props)
     assert diagnostic.enforcementLevel == proto.ADVISORY
     assert "can't run policy 'cluster-deletion-protection'" in diagnostic.message
+
+
+# --- Rules shared with the settings: one definition, the same verdict ----------------------------------
+
+
+def test_the_pack_runs_the_settings_own_rules() -> None:
+    """pinned-images and no-public-load-balancer call settings/pins.py and settings/exposure.py, not copies."""
+    assert guardrails.image_problem is pins.image_problem
+    assert guardrails.chart_problem is pins.chart_problem
+    assert guardrails.source_ranges_problem is exposure.source_ranges_problem
+    source = (POLICY_DIR / "guardrails.py").read_text()
+    assert "def image_problem" not in source and "SEMVER" not in source and "collapse_addresses" not in source
+
+
+def test_the_pack_imports_the_shared_rules_in_its_own_virtualenv() -> None:
+    """As the CLI runs it: policy/venv's interpreter, cwd policy/, only the pack directory on the path."""
+    python = POLICY_DIR / "venv" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("policy/venv is not built (make policy-venv)")
+    script = (
+        "import runpy, sys, pulumi_policy\n"
+        "made = []\n"
+        "pulumi_policy.PolicyPack = lambda **kw: made.append(kw)\n"
+        "sys.path.insert(0, '.')\n"
+        "runpy.run_path('.', run_name='__main__')\n"
+        "import settings.pins\n"
+        "print(len(made[0]['policies']), settings.pins.__file__, 'pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", script], cwd=POLICY_DIR, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    count, path, pydantic = done.stdout.split()
+    assert int(count) == len(POLICIES)
+    assert Path(path) == ROOT / "settings" / "pins.py"
+    assert pydantic == "False"  # the shared rules are standard library only
+
+
+_TAGS = st.one_of(
+    st.sampled_from(["latest", "main", "nightly-20260101", "v1", "3", "3.12-slim", "stable", "", "dev-1"]),
+    st.builds(
+        lambda prefix, x, y, z, suffix: f"{prefix}{x}.{y}.{z}{suffix}",
+        st.sampled_from(["", "v", "jax", "jax-", "nightly-"]),
+        st.integers(0, 30),
+        st.integers(0, 30),
+        st.integers(0, 30),
+        st.sampled_from(["", "-200", "-rev1", "-slim"]),
+    ),
+    st.text(st.sampled_from("av19.-_"), min_size=1, max_size=12),
+)
+
+
+@settings(deadline=None, max_examples=60)
+@given(tag=_TAGS, digest=st.booleans())
+def test_settings_and_pack_agree_on_every_image(dev: engine.PlanResult, tag: str, digest: bool) -> None:
+    image = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{tag}" + (f"@sha256:{'a' * 64}" if digest else "")
+    try:
+        Versions.model_validate({"endpointPickerImage": image})
+        accepted = True
+    except ValidationError:
+        accepted = False
+    epp = dev.one(DEPLOYMENT, "epp")
+    props = broken(epp, lambda p: p["spec"]["template"]["spec"]["containers"][0].update(image=image))
+    assert (messages(pinned_images, epp, props, form="recorded") == []) == accepted, image
+
+
+_NETWORKS = st.builds(
+    lambda address, prefix: str(ipaddress.IPv4Network((address, prefix), strict=False)),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 32),
+)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(_NETWORKS, min_size=1, max_size=6))
+def test_settings_and_pack_agree_on_every_source_range_list(jetstream: engine.PlanResult, ranges: list[str]) -> None:
+    try:
+        HttpExposure.model_validate({"type": "external", "sourceRanges": ranges})
+        accepted = True
+    except ValidationError:
+        accepted = False
+    service = jetstream.one(SERVICE, "jetstream-service")
+    props = broken(
+        service, lambda p: (p["metadata"].pop("annotations"), p["spec"].update(loadBalancerSourceRanges=ranges))
+    )
+    found = messages(no_public_load_balancer, service, props, config={"allowExternalServices": True}, form="recorded")
+    assert (found == []) == accepted, (ranges, found)

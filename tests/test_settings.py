@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from infra.topology import CATALOG, GIB
 from plan import engine
+from settings import machines, pins
 from settings.loader import ConfigError, load
-from settings.model import SUBSLICING_MIN_GKE
+from settings.model import SUBSLICING_MIN_GKE, Versions, topology_level_order
 from tests.conftest import DevRunner, config_with, dev_raw, merged
 
 
@@ -256,6 +261,49 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     ("headroom", {"serving": {"model": {"kvCacheHeadroom": 1.5}}}, "tpu-slicing:serving.model.kvCacheHeadroom", "1"),
     ("plain-text token", {"hfToken": "hf_plaintext"}, "tpu-slicing:hfToken", "--secret"),
     ("project key", {"project": "other"}, "tpu-slicing:project", "gcp:project"),
+    (
+        "tensor parallelism overfills a device",
+        {"serving": {"vllm": {"tensorParallelSize": 2}}},
+        "tpu-slicing:serving.vllm.tensorParallelSize",
+        "holds 96 GiB HBM",
+    ),
+    (
+        "tensor parallelism above the devices",
+        {"serving": {"vllm": {"tensorParallelSize": 64}}},
+        "tpu-slicing:serving.vllm.tensorParallelSize",
+        "exceeds the 16 devices",
+    ),
+    (
+        "topology levels reversed",
+        {"kueue": {"topologyLevels": ["kubernetes.io/hostname", "cloud.google.com/gce-topology-block"]}},
+        "tpu-slicing:kueue.topologyLevels",
+        "widest domain down",
+    ),
+    (
+        "topology levels without the roles' partition",
+        {"kueue": {"topologyLevels": ["cloud.google.com/gce-topology-block", "kubernetes.io/hostname"]}},
+        "tpu-slicing:kueue.topologyLevels",
+        "lacks 'cloud.google.com/gke-tpu-partition-2x2x2-id'",
+    ),
+    (
+        "system machine too small",
+        {"cluster": {"systemMachineType": "n2-standard-4"}},
+        "tpu-slicing:cluster.systemMachineType",
+        "e.g. n2-standard-8",
+    ),
+    (
+        "system machine of no known family",
+        {"cluster": {"systemMachineType": "t2d-standard-8"}},
+        "tpu-slicing:cluster.systemMachineType",
+        "known: e2-standard-N",
+    ),
+    ("run id", {"serving": {"smokeTest": {"runId": "Run 1"}}}, "tpu-slicing:serving.smokeTest.runId", "1 to 32"),
+    (
+        "major.minor image",
+        {"versions": {"smokeTestImage": "python:3.12-slim"}},
+        "tpu-slicing:versions.smokeTestImage",
+        "floating",
+    ),
     ("no gcp project", {"gcp:project": None}, "gcp:project", "required"),
 ]
 
@@ -321,3 +369,187 @@ def test_the_pod_range_must_hold_every_node(prefix: int, cubes: int) -> None:
 def test_shared_address_space_is_a_private_range_for_gke() -> None:
     config = config_with({"network": {"podCidr": "100.64.0.0/14"}})
     assert str(config.network.pod_cidr) == "100.64.0.0/14"
+
+
+# --- Classes added with issue 14: each generated as a class, not as one example ----------------------
+
+TP_DEVICES = 16  # a 2x2x2 tpu7x sub-slice: 8 chips, 2 JAX devices each (infra/topology.py CATALOG)
+DEVICE_GIB = 96  # 192 GiB per chip over its two devices
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 64), st.integers(10, 1300))
+def test_tensor_parallelism_must_spread_the_weights_over_devices_that_hold_them(tp: int, billions: int) -> None:
+    """Any TP that exceeds or does not divide the slice's devices, or leaves a device more than its HBM."""
+    weights = billions * 1e9  # one byte per parameter
+    usable = 0.7  # the default 30% KV-cache headroom
+    overrides = {"serving": {"vllm": {"tensorParallelSize": tp}, "model": {"parametersBillions": billions}}}
+    if weights > TP_DEVICES // 2 * 192 * GIB * usable:
+        with pytest.raises(ConfigError, match=r"serving\.prefill\.topology 2x2x2 holds"):
+            config_with(overrides)
+    elif TP_DEVICES % tp or weights / tp > DEVICE_GIB * GIB * usable:
+        with pytest.raises(ConfigError, match=rf"serving\.vllm\.tensorParallelSize {tp} .*allowed"):
+            config_with(overrides)
+    else:
+        assert config_with(overrides).serving.vllm.tensor_parallel_size == tp
+
+
+def test_tensor_parallelism_message_names_the_device_and_the_sizes_that_fit() -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_with({"serving": {"vllm": {"tensorParallelSize": 1}}})
+    message = str(caught.value)
+    assert "tpu-slicing:serving.vllm.tensorParallelSize 1 puts 370 GiB of model" in message
+    assert "holds 96 GiB HBM" in message and "allowed for the 16 devices of a 2x2x2 prefill slice" in message
+    assert message.rstrip().endswith("8, 16")
+
+
+LEVELS = topology_level_order(CATALOG["tpu7x"])
+NOT_LABELS = ["cloud.google.com/gce-topology-blok", "kubernetes.io/host-name", "example.com/rack"]
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.sampled_from([*LEVELS, *NOT_LABELS]), min_size=1, max_size=10))
+def test_topology_levels_must_be_known_unique_ordered_and_hold_what_the_stack_uses(levels: list[str]) -> None:
+    required = {"cloud.google.com/gke-tpu-partition-2x2x2-id", "kubernetes.io/hostname"}  # dev's 2x2x2 roles
+    known = all(level in LEVELS for level in levels)
+    ordered = known and all(LEVELS.index(a) < LEVELS.index(b) for a, b in itertools.pairwise(levels))
+    overrides = {"kueue": {"topologyLevels": levels}}
+    if known and ordered and required <= set(levels):
+        assert config_with(overrides).kueue.topology_levels == levels
+        return
+    with pytest.raises(
+        ConfigError, match=r"tpu-slicing:kueue\.topologyLevels .*allowed, widest first: .*required here"
+    ):
+        config_with(overrides)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.sampled_from(sorted(machines.FAMILIES)), st.data())
+def test_the_system_machine_must_hold_the_backends_largest_cpu_pod(family: str, data: st.DataObject) -> None:
+    """vllm-pd's largest system pod is the EPP router (4 CPU, 8 GiB): 4 vCPU leave 3.92 after GKE's
+    reservation and 8 GiB leave 6.1 GiB, so it takes 8 vCPU and 16 GiB."""
+    per_vcpu, sizes = machines.FAMILIES[family]
+    vcpus = data.draw(st.sampled_from(sizes))
+    overrides = {"cluster": {"systemMachineType": f"{family}-{vcpus}"}}
+    if vcpus >= 8 and vcpus * per_vcpu >= 16:
+        config_with(overrides)
+        return
+    with pytest.raises(ConfigError, match=rf"cluster\.systemMachineType '{family}-{vcpus}' leaves .*EPP router"):
+        config_with(overrides)
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from(["t2d-standard", "m3-ultramem", "n1-standard", "e2-tiny"]), st.integers(1, 300))
+def test_an_unknown_machine_family_or_size_is_refused_with_the_known_ones(family: str, vcpus: int) -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.systemMachineType .*known: e2-standard-N"):
+        config_with({"cluster": {"systemMachineType": f"{family}-{vcpus}"}})
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from(sorted(machines.FAMILIES)), st.integers(1, 300))
+def test_a_size_the_family_lacks_is_refused_with_its_sizes(family: str, vcpus: int) -> None:
+    if vcpus in machines.FAMILIES[family][1]:
+        return
+    with pytest.raises(ConfigError, match=rf"'{family}-{vcpus}' does not exist: {family} comes in {family}-"):
+        config_with({"cluster": {"systemMachineType": f"{family}-{vcpus}"}})
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.text(st.sampled_from("az09-_A. /"), max_size=40))
+def test_a_smoke_test_run_id_is_a_short_dns_word(run_id: str) -> None:
+    overrides = {"serving": {"smokeTest": {"runId": run_id}}}
+    if re.fullmatch(r"[a-z0-9-]{1,32}", run_id):
+        assert config_with(overrides).serving.smoke_test.run_id == run_id
+        return
+    with pytest.raises(ConfigError, match=r"tpu-slicing:serving\.smokeTest\.runId: .* lowercase letters, digits"):
+        config_with(overrides)
+
+
+_PINNED_TAGS = st.builds(
+    lambda prefix, x, y, z, suffix: f"{prefix}{x}.{y}.{z}{suffix}",
+    st.sampled_from(["", "v", "jax", "jax-"]),
+    st.integers(0, 40),
+    st.integers(0, 40),
+    st.integers(0, 40),
+    st.sampled_from(["", "-200", "-rev1", "-slim"]),
+)
+_FLOATING_TAGS = st.one_of(
+    st.builds(
+        lambda word, tail: word + tail,
+        st.sampled_from(sorted(pins.CHANNEL_WORDS)),
+        st.sampled_from(["", "-20260101", "-gpu"]),
+    ),
+    st.builds(lambda v, n: f"{v}{n}", st.sampled_from(["", "v"]), st.integers(0, 99)),
+    st.builds(
+        lambda x, y, tail: f"{x}.{y}{tail}", st.integers(0, 40), st.integers(0, 40), st.sampled_from(["", "-slim"])
+    ),
+)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.one_of(_PINNED_TAGS.map(lambda t: (t, True)), _FLOATING_TAGS.map(lambda t: (t, False))))
+def test_images_are_pinned_by_a_full_version_and_float_on_channels_and_lines(case: tuple[str, bool]) -> None:
+    tag, pinned = case
+    image = f"docker.io/vllm/vllm-tpu:{tag}"
+    if pinned:
+        assert Versions.model_validate({"vllmImage": image}).vllm_image == image
+        return
+    with pytest.raises(ValidationError, match=rf"the moving tag '{re.escape(tag)}'.*allowed: a pinned tag or digest"):
+        Versions.model_validate({"vllmImage": image})
+    # A digest pins whatever the tag says.
+    digest = f"{image}@sha256:{'0' * 64}"
+    assert Versions.model_validate({"vllmImage": digest}).vllm_image == digest
+
+
+def test_kueue_is_refused_where_no_kueue_runs() -> None:
+    raw, secrets = engine.read_stack_config(engine.stack_file("saxml-v5e"))
+    raw = merged({"kueue": {"priorities": {"low": 10}}}, raw)
+    with pytest.raises(ConfigError, match=r"tpu-slicing:kueue does nothing with serving\.backend 'saxml'.*remove it"):
+        load(raw, stack="saxml-v5e", project=raw.get("gcp:project"), secret_keys=secrets)
+
+
+def _millicpu(text: str) -> int:
+    return int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
+
+
+def _mib(text: str) -> int:
+    return int(text[:-2]) * (1024 if text.endswith("Gi") else 1)
+
+
+def _cpu_pods(plan: engine.PlanResult) -> list[tuple[str, int, int]]:
+    """(resource, CPU, memory) of every container request in the plan that asks for no TPU."""
+    found = []
+
+    def walk(node: Any, name: str) -> None:
+        if isinstance(node, dict):
+            requests = node.get("resources", {}).get("requests") if isinstance(node.get("resources"), dict) else None
+            if isinstance(requests, dict) and "google.com/tpu" not in requests and "cpu" in requests:
+                found.append((name, _millicpu(requests["cpu"]), _mib(requests["memory"])))
+            for value in node.values():
+                walk(value, name)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, name)
+
+    for resource in plan.resources:
+        walk(resource.inputs, resource.name)
+    return found
+
+
+@pytest.mark.parametrize("stack", ["dev", "saxml-v5e", "jetstream-v5e"])
+def test_the_system_pod_table_holds_the_largest_request_of_each_backend(stack: str) -> None:
+    """Pods the program writes (charts aside, whose requests the table cites from values.yaml) fit the table."""
+    plan = engine.run_stack(stack)
+    backend = load_stack_backend(stack)
+    by_cpu, by_memory = machines.largest_pods(backend)
+    pods = _cpu_pods(plan)
+    assert all(cpu <= by_cpu.millicpu and memory <= by_memory.memory_mib for _, cpu, memory in pods), pods
+    planned = {(cpu, memory) for _, cpu, memory in pods}
+    for pod in machines.SYSTEM_PODS:
+        if backend in pod.backends and pod.source.startswith(("k8s/", "workloads/")):
+            assert (pod.millicpu, pod.memory_mib) in planned, f"{pod.what}: {pod.source} requests otherwise"
+
+
+def load_stack_backend(stack: str) -> str:
+    raw, secrets = engine.read_stack_config(engine.stack_file(stack))
+    return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets).serving.backend.value
