@@ -2,7 +2,8 @@
 # `make controlplane`: a real local Kubernetes control plane for the tests, built from pinned Go modules.
 #
 # Puts into $TPU_SLICING_CONTROLPLANE (default ~/.cache/tpu-slicing/controlplane, outside the repository):
-#   bin/kube-apiserver, bin/kube-scheduler  k8s.io/kubernetes (pin: kubernetes/go.mod), the minor GKE runs
+#   bin/kube-apiserver, bin/kube-controller-manager, bin/kube-scheduler
+#                                           k8s.io/kubernetes (pin: kubernetes/go.mod), the minor GKE runs
 #                                           for the program's cluster versions (1.36.x)
 #   bin/etcd                                go.etcd.io/etcd/server/v3 (pin: etcd/go.mod), the version that
 #                                           Kubernetes tag is tested with (its build/dependencies.yaml)
@@ -33,7 +34,7 @@ built=()
 
 started=$(date +%s)
 
-# --- kube-apiserver and kube-scheduler -------------------------------------------------------
+# --- kube-apiserver, kube-controller-manager and kube-scheduler --------------------------------
 k8s="$(module_version kubernetes k8s.io/kubernetes)"
 # The version the binaries report (/version, `--version`): hack/lib/version.sh sets these through
 # -X on k8s.io/component-base/version; without them the apiserver says v0.0.0-master, which
@@ -43,7 +44,7 @@ k8s_minor="${k8s#v*.}" && k8s_minor="${k8s_minor%%.*}"
 k8s_pkg=k8s.io/component-base/version
 k8s_ldflags="-s -w -X $k8s_pkg.gitVersion=$k8s -X $k8s_pkg.gitMajor=$k8s_major -X $k8s_pkg.gitMinor=$k8s_minor"
 k8s_ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
-for cmd in kube-apiserver kube-scheduler; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
     if stamp_ok "$cmd" "$k8s stripped"; then
         say "$cmd $k8s is in place"
         continue
@@ -113,5 +114,9 @@ if [ "$(cat "$cache/stamps/kwok-stages" 2>/dev/null)" != "$kwok" ]; then
 fi
 
 for line in "${built[@]+"${built[@]}"}"; do say "built $line"; done
-say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-scheduler $k8s, etcd $etcd, kwok $kwok in $bin"
-say "disk: binaries $(du -sh "$bin" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1) (both shared with other Go builds)"
+say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler $k8s, etcd $etcd, kwok $kwok in $bin"
+# Disk only after a build: measuring the shared Go caches takes seconds.
+if [ "${#built[@]}" -gt 0 ]; then
+    say "disk: binaries $(du -sh "$bin" | cut -f1); Go module cache $(du -sh "$(go env GOMODCACHE)" | cut -f1)," \
+        "Go build cache $(du -sh "$(go env GOCACHE)" | cut -f1) (both shared with every Go build on this machine)"
+fi

@@ -1,0 +1,658 @@
+"""A real local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and
+kwok's simulated nodes.
+
+`make controlplane` (tools/controlplane/build.sh) builds the pinned binaries into
+$TPU_SLICING_CONTROLPLANE (default ~/.cache/tpu-slicing/controlplane). `control_plane()` starts them
+on loopback ports in a private temporary folder, creates the nodes a stack's GKE cluster would have
+(the system pool and, per TPU pool, one node per VM with the labels, taint and capacity GKE gives
+them) and stops every process group and removes the folder on exit:
+
+    with control_plane(nodes=stack_nodes(load_stack("dev"))) as plane:
+        plane.request("GET", "/api/v1/nodes")
+
+For a person: `python -m tests.control_plane up --stack dev` prints the kubeconfig and waits for
+Ctrl-C. There are no kubelets: kwok (its own "fast" Stages, copied by build.sh from its release)
+marks nodes Ready, keeps their leases and runs the pods the real scheduler binds to them; the real
+controller-manager does the rest (the node lifecycle controller lifts the `not-ready` taint that
+admission puts on every new node, ServiceAccounts and their tokens, Deployments, Jobs, garbage
+collection). No cloud controller: LoadBalancer Services get no address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import yaml
+
+from infra import topology
+from settings.loader import load
+from settings.model import StackConfig
+
+CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# Only nodes with this annotation are kwok's (`--manage-nodes-with-annotation-selector`); the value
+# is the one kwok's own docs and kwokctl use.
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION_VALUE = "fake"
+ADMIN_USER = "tpu-slicing-admin"
+# Users the apiserver's bootstrap RBAC binds to their roles (clusterrolebindings of the same names).
+SCHEDULER_USER = "system:kube-scheduler"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+# The TaintNodesByCondition admission plugin puts this on every new node; the node lifecycle
+# controller lifts it once the node is Ready (pkg/controller/nodelifecycle).
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+# The simulated kubelets report this version (nodeInfo.kubeletVersion), as GKE nodes on 1.36 do.
+NODE_VERSION = "v1.36.3-gke.0"
+
+# GKE's TPU taint: every TPU node pool gets it (cloud.google.com/kubernetes-engine/docs/concepts/tpus,
+# "GKE adds the TPU taint google.com/tpu"; ../shared/reference/dynamic-slicing.md §6).
+TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+TPU_RESOURCE = "google.com/tpu"  # the device plugin's resource (k8s/kueue_queues.py TPU_RESOURCE)
+
+T = TypeVar("T")
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get(CACHE_ENV, "").strip()
+    return Path(configured) if configured else Path.home() / ".cache" / "tpu-slicing" / "controlplane"
+
+
+def missing_binaries() -> list[str]:
+    bin_dir = cache_dir() / "bin"
+    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    if not any((cache_dir() / "share" / "kwok-stages").glob("*.yaml")):
+        missing.append("share/kwok-stages")
+    return missing
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+class ApiError(ControlPlaneError):
+    def __init__(self, method: str, path: str, status: int, body: str):
+        super().__init__(f"{method} {path}: HTTP {status}: {body[:2000]}")
+        self.status = status
+        self.body = body
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    log_file: IO[bytes]
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.popen.poll() is None:
+            # Each process leads its own session (start_new_session), so its pid is its group id.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(grace)
+        else:
+            # Reap any child the leader left behind in its group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        self.log_file.close()
+
+
+@dataclass
+class ControlPlane:
+    """A running plane: its API endpoint, the admin token and where its files are."""
+
+    workdir: Path
+    server: str
+    token: str
+    ca_file: Path
+    kubeconfig: Path
+    timings: dict[str, float] = field(default_factory=dict)
+    _processes: list[_Process] = field(default_factory=list, repr=False)
+    _ssl: ssl.SSLContext | None = field(default=None, repr=False)
+
+    @property
+    def startup_seconds(self) -> float:
+        return self.timings.get("total", 0.0)
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context(cafile=str(self.ca_file))
+        return self._ssl
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """One API call with the admin token; the decoded JSON answer (ApiError on 4xx/5xx)."""
+        url = self.server + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data: bytes | None = None
+        if body is not None:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=self._context()) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            raise ApiError(method, path, err.code, err.read().decode(errors="replace")) from None
+        return json.loads(raw) if raw else None
+
+    def apply(self, path: str, manifest: str | Mapping[str, Any], *, manager: str = "tpu-slicing-tests") -> Any:
+        """Server-side apply (PATCH application/apply-patch+yaml) of one object at its own URL."""
+        body = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self.request(
+            "PATCH",
+            path,
+            body,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": manager, "force": "true"},
+        )
+
+    def ensure_namespace(self, name: str) -> None:
+        """A namespace, once the controller-manager has given it the `default` ServiceAccount pods need."""
+        self.apply(f"/api/v1/namespaces/{name}", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.wait_for(
+            f"ServiceAccount {name}/default",
+            lambda: self.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        )
+
+    def create_nodes(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+        for node in nodes:
+            self.request("POST", "/api/v1/nodes", node)
+
+    def ready_nodes(self) -> set[str]:
+        """Nodes whose Ready condition is True and that no longer carry the not-ready taint."""
+        ready = set()
+        for node in self.request("GET", "/api/v1/nodes")["items"]:
+            conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []}
+            taints = {t["key"] for t in node.get("spec", {}).get("taints") or []}
+            if conditions.get("Ready") == "True" and NOT_READY_TAINT not in taints:
+                ready.add(node["metadata"]["name"])
+        return ready
+
+    def wait_for(self, what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.2) -> T:
+        """Poll `check` until it returns something truthy; fail naming `what` and the processes' logs."""
+        deadline = time.monotonic() + timeout
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                value = check()
+            except ApiError as err:
+                last, value = err, None
+            if value:
+                return value
+            time.sleep(interval)
+        raise ControlPlaneError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last})")
+
+    def check_alive(self) -> None:
+        for process in self._processes:
+            code = process.popen.poll()
+            if code is not None:
+                raise ControlPlaneError(f"{process.name} exited with {code}:\n{process.tail()}")
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        return next((p.tail(lines) for p in self._processes if p.name == name), "")
+
+    def stop(self) -> None:
+        # Reverse start order: kwok and the scheduler before the apiserver, etcd last.
+        while self._processes:
+            self._processes.pop().stop()
+
+
+# --- simulated nodes -------------------------------------------------------------------------
+
+_MACHINE = re.compile(r"^(?P<family>[a-z0-9]+)-(?P<kind>standard|highmem|highcpu)-(?P<vcpus>[0-9]+)$")
+_GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
+
+
+def general_purpose_capacity(machine_type: str) -> dict[str, str]:
+    """vCPU and memory of an N2/E2/N2D-style machine type (4, 8 or 1 GiB per vCPU by its kind)."""
+    match = _MACHINE.match(machine_type)
+    if not match:
+        raise ValueError(f"cannot size machine type {machine_type!r}: expected <family>-standard|highmem|highcpu-<n>")
+    vcpus = int(match["vcpus"])
+    return {"cpu": str(vcpus), "memory": f"{vcpus * _GIB_PER_VCPU[match['kind']]}Gi"}
+
+
+def _node(
+    name: str,
+    labels: Mapping[str, str],
+    capacity: Mapping[str, str],
+    taints: Sequence[Mapping[str, str]],
+    provider_id: str,
+) -> dict[str, Any]:
+    resources = {**capacity, "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            # kubernetes.io/hostname, os and arch: set by every kubelet
+            # (kubernetes.io/docs/reference/node/node-labels).
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+            | dict(labels),
+            "annotations": {KWOK_ANNOTATION: KWOK_ANNOTATION_VALUE},
+        },
+        "spec": {"providerID": provider_id, "taints": [dict(t) for t in taints]},
+        # Allocatable is the whole machine: GKE's system reservation is not modelled.
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "nodeInfo": {"kubeletVersion": NODE_VERSION, "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    }
+
+
+def _location_labels(config: StackConfig, zone: str, machine_type: str, pool: str) -> dict[str, str]:
+    return {
+        # Well-known labels the cloud provider sets (kubernetes.io/docs/reference/labels-annotations-taints).
+        "node.kubernetes.io/instance-type": machine_type,
+        "topology.kubernetes.io/region": config.location,
+        "topology.kubernetes.io/zone": zone,
+        # The node pool's name: infra/dashboard.py groups by it; workloads/jetstream.py and saxml.py
+        # use it as the exclusive topology (GKE docs "node pools": cloud.google.com/gke-nodepool).
+        "cloud.google.com/gke-nodepool": pool,
+    }
+
+
+def system_nodes(config: StackConfig) -> list[dict[str, Any]]:
+    """The system pool: `cluster.systemNodesPerZone` nodes in each of the region's three zones."""
+    names = config.names
+    machine = config.cluster.system_machine_type
+    capacity = general_purpose_capacity(machine)
+    nodes = []
+    for zone_letter in "abc":  # a regional cluster spreads its pools over three zones (settings REGION_ZONES)
+        zone = f"{config.location}-{zone_letter}"
+        for index in range(config.cluster.system_nodes_per_zone):
+            name = f"gke-{names.cluster}-{names.system_pool}-{zone_letter}{index}"
+            labels = _location_labels(config, zone, machine, names.system_pool)
+            labels["tpu-slicing/role"] = "system"  # infra/cluster.py: the system pool's own label
+            nodes.append(_node(name, labels, capacity, [], f"gce://{config.project}/{zone}/{name}"))
+    return nodes
+
+
+def _partition_ids(generation: topology.Generation, cube: topology.Topology, host: int, prefix: str) -> dict[str, str]:
+    """The `cloud.google.com/gke-tpu-partition-<shape>-id` labels of one host of a cube.
+
+    GKE labels each TPU7x node with the id of the sub-slice partition of every shape it belongs to
+    (the Kueue Topology levels of ../shared/reference/dynamic-slicing.md §8; infra/topology.py
+    partition_label). Hosts hold 2x2x1 chips; they are numbered x fastest, then y, then z, so a
+    partition of shape AxBxC is the hosts whose chips share (x // A, y // B, z // C).
+    """
+    host_x, host_y = cube.dims[0] // 2, cube.dims[1] // 2
+    x, y, z = (host % host_x) * 2, (host // host_x % host_y) * 2, host // (host_x * host_y)
+    labels = {}
+    for shape_text in generation.subslice_shapes:
+        a, b, c = topology.Topology.parse(shape_text).dims
+        index = (x // a) + (y // b) * (cube.dims[0] // a) + (z // c) * (cube.dims[0] // a) * (cube.dims[1] // b)
+        labels[f"cloud.google.com/gke-tpu-partition-{shape_text}-id"] = f"{prefix}-{shape_text}-{index}"
+        # Partition health, which llm-d's recipes select on (../shared/reference/prior-art.md §1, the
+        # dynamic-slicing row: `cloud.google.com/gke-tpu-partition-<shape>-state: "HEALTHY"`).
+        labels[f"cloud.google.com/gke-tpu-partition-{shape_text}-state"] = "HEALTHY"
+    return labels
+
+
+def tpu_nodes(config: StackConfig) -> list[dict[str, Any]]:
+    """One node per TPU VM of every TPU pool the stack creates, labelled as GKE labels them."""
+    names = config.names
+    if config.serving.dynamic_slicing:
+        generation, machine = config.tpu.generation, config.tpu.machine_type
+        shape = topology.Topology.parse(config.tpu.cube_topology)
+    else:
+        generation, shape = config.serving.slice.generation, config.serving.slice.shape
+        machine = config.serving.slice.machine_type
+    vm = generation.machine_type(machine)
+    capacity = {"cpu": str(vm.vcpus), "memory": f"{vm.memory_gib}Gi", TPU_RESOURCE: str(vm.chips_per_vm)}
+    reservation = config.reservation
+    nodes = []
+    for pool_index, path in enumerate(config.pool_paths(), start=1):
+        pool = names.tpu_pool(pool_index)
+        block = (reservation.block if reservation else None) or "block-0"
+        sub_block = path.rsplit("/", 1)[-1] if path and "reservationSubBlocks/" in path else f"{pool}-sub-block"
+        for host in range(generation.vms(shape)):
+            name = f"gke-{names.cluster}-{pool}-{host:02d}"
+            labels = _location_labels(config, config.zone, machine, pool)
+            labels |= {
+                # The TPU labels GKE puts on every TPU node (GKE docs "Plan TPUs in GKE"; the
+                # ResourceFlavor of k8s/kueue_queues.py selects on the accelerator).
+                "cloud.google.com/gke-tpu-accelerator": generation.accelerator_label,
+                "cloud.google.com/gke-tpu-topology": str(shape),
+                # Reservation topology of the VM (the first Kueue level, dynamic-slicing.md §8; the
+                # sub-block and host levels: cloud.google.com/ai-hypercomputer/docs/workloads/
+                # schedule-gke-workloads-tas). Real values are opaque ids; these name the block.
+                "cloud.google.com/gce-topology-block": block,
+                "cloud.google.com/gce-topology-subblock": sub_block,
+                "cloud.google.com/gce-topology-host": f"{sub_block}-host-{host:02d}",
+            }
+            if generation.cube is not None:
+                labels |= _partition_ids(generation, shape, host, f"{block}-{sub_block}")
+            nodes.append(_node(name, labels, capacity, [TPU_TAINT], f"gce://{config.project}/{config.zone}/{name}"))
+    _check_topology_levels(config, nodes)
+    return nodes
+
+
+def _check_topology_levels(config: StackConfig, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Every level of the stack's Kueue Topology must be a label of every TPU node."""
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        missing = [level for level in config.kueue.topology_levels if level not in labels]
+        if missing:
+            raise ControlPlaneError(f"kueue.topologyLevels {missing} are not labels the simulated TPU nodes carry")
+
+
+def stack_nodes(config: StackConfig) -> list[dict[str, Any]]:
+    return system_nodes(config) + tpu_nodes(config)
+
+
+def load_stack(stack: str) -> StackConfig:
+    """A stack file's settings, read as the program and tests/conftest.py read them."""
+    from plan import engine
+
+    raw, secret_keys = engine.read_stack_config(engine.stack_file(stack))
+    return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
+
+
+# --- starting and stopping -------------------------------------------------------------------
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+class _AddressInUseError(ControlPlaneError):
+    pass
+
+
+def _start(plane: ControlPlane, name: str, args: Sequence[str]) -> _Process:
+    log = plane.workdir / "logs" / f"{name}.log"
+    log_file = log.open("wb")
+    popen = subprocess.Popen(
+        [str(cache_dir() / "bin" / name), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=plane.workdir,
+        start_new_session=True,
+    )
+    process = _Process(name, popen, log, log_file)
+    plane._processes.append(process)
+    return process
+
+
+def _wait_started(plane: ControlPlane, process: _Process, what: str, check: Callable[[], bool], timeout: float) -> None:
+    try:
+        plane.wait_for(what, check, timeout)
+    except ControlPlaneError as err:
+        if "address already in use" in process.tail(200):
+            raise _AddressInUseError(str(err)) from None
+        raise ControlPlaneError(f"{err}\n--- {process.name} log ---\n{process.tail()}") from None
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
+
+
+def _start_once(workdir: Path, service_cidr: str, timeout: float) -> ControlPlane:
+    started = time.monotonic()
+    for sub in ("logs", "certs", "etcd"):
+        (workdir / sub).mkdir(exist_ok=True)
+    admin_token, scheduler_token, controller_manager_token = (secrets.token_hex(24) for _ in range(3))
+    api_port, etcd_client, etcd_peer = free_port(), free_port(), free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    # The serving certificate the apiserver writes into --cert-dir when given none: a self-signed
+    # CA and a certificate for the advertise address, both in apiserver.crt
+    # (k8s.io/apiserver/pkg/server/options/serving.go MaybeDefaultWithSelfSignedCerts).
+    ca_file = workdir / "certs" / "apiserver.crt"
+    plane = ControlPlane(workdir, server, admin_token, ca_file, workdir / "kubeconfig")
+    try:
+        # etcd on loopback only (etcd's --listen-*-urls default to localhost too; set explicitly).
+        etcd_url, peer_url = f"http://127.0.0.1:{etcd_client}", f"http://127.0.0.1:{etcd_peer}"
+        etcd = _start(
+            plane,
+            "etcd",
+            [
+                "--name=local",
+                f"--data-dir={workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=local={peer_url}",
+                # Test data only: skip fsync (server/embed/config.go UnsafeNoFsync), keep logs short.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        _wait_started(plane, etcd, "etcd /health", lambda: _http_ok(f"{etcd_url}/health"), timeout)
+        plane.timings["etcd"] = time.monotonic() - started
+
+        # Static tokens: token,user,uid,"groups" (k8s.io/apiserver/pkg/authentication/token/tokenfile).
+        tokens = workdir / "tokens.csv"
+        tokens.write_text(
+            f'{admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n'
+            f"{scheduler_token},{SCHEDULER_USER},{SCHEDULER_USER}\n"
+            f"{controller_manager_token},{CONTROLLER_MANAGER_USER},{CONTROLLER_MANAGER_USER}\n"
+        )
+        tokens.chmod(0o600)
+        sa_key, sa_pub = workdir / "certs" / "sa.key", workdir / "certs" / "sa.pub"
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(sa_key))
+        _openssl("pkey", "-in", str(sa_key), "-pubout", "-out", str(sa_pub))
+        apiserver = _start(
+            plane,
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={workdir / 'certs'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={service_cidr}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        _wait_started(
+            plane,
+            apiserver,
+            "kube-apiserver /readyz",
+            lambda: ca_file.exists() and _http_ok(f"{server}/readyz", plane._context(), admin_token),
+            timeout,
+        )
+        plane.timings["kube-apiserver"] = time.monotonic() - started
+
+        _write_kubeconfig(plane.kubeconfig, server, ca_file, ADMIN_USER, admin_token)
+        scheduler_config = workdir / "scheduler.kubeconfig"
+        _write_kubeconfig(scheduler_config, server, ca_file, SCHEDULER_USER, scheduler_token)
+        controller_manager_config = workdir / "controller-manager.kubeconfig"
+        _write_kubeconfig(controller_manager_config, server, ca_file, CONTROLLER_MANAGER_USER, controller_manager_token)
+        # --secure-port=0 (here and for the scheduler): no healthz server, so nothing to collide with
+        # another plane's port and no --authentication/--authorization-kubeconfig. Each controller
+        # runs as its own ServiceAccount (tokens from the TokenRequest API), as kubeadm sets it up.
+        _start(
+            plane,
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={controller_manager_config}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={ca_file}",
+                "--v=1",
+            ],
+        )
+        _start(
+            plane,
+            "kube-scheduler",
+            [f"--kubeconfig={scheduler_config}", "--leader-elect=false", "--secure-port=0", "--v=1"],
+        )
+        stages = sorted((cache_dir() / "share" / "kwok-stages").glob("*.yaml"))
+        _start(
+            plane,
+            "kwok",
+            [
+                f"--kubeconfig={plane.kubeconfig}",
+                *(f"--config={stage}" for stage in stages),
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+                # Loopback addresses for the simulated nodes and pods: nothing ever sends to them.
+                "--node-ip=127.0.0.1",
+                "--cidr=127.128.0.0/16",
+                "--node-lease-duration-seconds=40",
+                # No --node-port/--server-address: kwok then serves no kubelet API (startServer).
+            ],
+        )
+        return plane
+    except BaseException:
+        plane.stop()
+        raise
+
+
+@contextlib.contextmanager
+def control_plane(
+    nodes: Sequence[Mapping[str, Any]] = (),
+    *,
+    service_cidr: str = "10.20.0.0/20",
+    timeout: float = 90.0,
+    keep: bool = False,
+) -> Iterator[ControlPlane]:
+    """Start etcd, kube-apiserver, kube-scheduler and kwok; create `nodes` and wait until kwok has
+    made them Ready. Everything is stopped and the temporary folder removed on exit (unless `keep`).
+    """
+    missing = missing_binaries()
+    if missing:
+        raise ControlPlaneError(f"{', '.join(missing)} missing in {cache_dir()}: run `make controlplane`")
+    workdir = Path(tempfile.mkdtemp(prefix="tpu-slicing-controlplane-"))
+    workdir.chmod(0o700)
+    plane: ControlPlane | None = None
+    try:
+        started = time.monotonic()
+        for attempt in range(3):
+            try:
+                plane = _start_once(workdir, service_cidr, timeout)
+                break
+            except _AddressInUseError:
+                # A free port was taken between choosing and binding it: choose again.
+                if attempt == 2:
+                    raise
+                shutil.rmtree(workdir, ignore_errors=True)
+                workdir.mkdir(mode=0o700)
+        assert plane is not None
+        if nodes:
+            plane.create_nodes(nodes)
+            wanted = {node["metadata"]["name"] for node in nodes}
+            plane.wait_for(f"{len(wanted)} nodes Ready", lambda: wanted <= plane.ready_nodes(), timeout)
+        plane.timings["total"] = time.monotonic() - started
+        yield plane
+    finally:
+        if plane is not None:
+            plane.stop()
+        if keep:
+            print(f"control plane files kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.control_plane", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start a plane with a stack's simulated nodes; Ctrl-C stops it")
+    up.add_argument("--stack", default="dev")
+    up.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, etcd data)")
+    args = parser.parse_args(argv)
+    config = load_stack(args.stack)
+    nodes = stack_nodes(config)
+    with control_plane(nodes, service_cidr=str(config.network.service_cidr), keep=args.keep) as plane:
+        timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in plane.timings.items())
+        print(f"control plane up ({timings}); {len(nodes)} nodes of stack {args.stack} Ready", file=sys.stderr)
+        print(f"export KUBECONFIG={plane.kubeconfig}")
+        sys.stdout.flush()
+        signal.signal(signal.SIGTERM, _interrupt)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+    print("control plane stopped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
