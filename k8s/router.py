@@ -254,6 +254,7 @@ class Router(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=labels),
                     spec=core.PodSpecArgs(
                         service_account_name=epp,
+                        automount_service_account_token=True,  # it watches pods and its InferencePool
                         termination_grace_period_seconds=130,
                         containers=[
                             core.ContainerArgs(

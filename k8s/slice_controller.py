@@ -288,6 +288,7 @@ class SliceController(pulumi.ComponentResource):
                 ),
                 spec=core.PodSpecArgs(
                     service_account_name=SERVICE_ACCOUNT,
+                    automount_service_account_token=True,  # a controller: it calls the API
                     termination_grace_period_seconds=10,
                     security_context=core.PodSecurityContextArgs(
                         run_as_non_root=True, seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")

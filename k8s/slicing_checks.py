@@ -19,13 +19,14 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from infra.topology import Generation, Topology
-from k8s import network_policies
+from k8s import network_policies, pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 
 PROGRAM = Path(__file__).resolve().parent.parent / "workloads" / "slice_check.py"
 MOUNT = "/opt/slice-check"
 CONFIG_MAP = "slice-check-program"
+SERVICE_ACCOUNT = "slice-check"
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 
@@ -100,17 +101,20 @@ def jobset_body(check: SliceCheck, args: SlicingChecksArgs) -> dict[str, Any]:
                             "backoffLimit": 0,
                             "template": {
                                 "metadata": {"annotations": {SLICE_TOPOLOGY_ANNOTATION: check.topology}},
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "nodeSelector": {
-                                        "cloud.google.com/gke-tpu-accelerator": generation.accelerator_label
-                                    },
-                                    "tolerations": [
-                                        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
-                                    ],
-                                    "containers": [container],
-                                    "volumes": [{"name": "program", "configMap": {"name": CONFIG_MAP}}],
-                                },
+                                "spec": pod_security.harden(
+                                    {
+                                        "restartPolicy": "Never",
+                                        "serviceAccountName": SERVICE_ACCOUNT,
+                                        "nodeSelector": {
+                                            "cloud.google.com/gke-tpu-accelerator": generation.accelerator_label
+                                        },
+                                        "tolerations": [
+                                            {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+                                        ],
+                                        "containers": [container],
+                                        "volumes": [{"name": "program", "configMap": {"name": CONFIG_MAP}}],
+                                    }
+                                ),
                             },
                         }
                     },
@@ -146,6 +150,13 @@ class SlicingChecks(pulumi.ComponentResource):
             data={"slice_check.py": PROGRAM.read_text()},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
+        # The checks' own identity, with no token: JAX needs no Kubernetes API.
+        account = core.ServiceAccount(
+            "service-account",
+            metadata=meta.ObjectMetaArgs(name=SERVICE_ACCOUNT, namespace=args.namespace, labels=dict(COMMON_LABELS)),
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
         self.jobsets = {
             check.name: KubernetesObject(
                 check.name,
@@ -153,7 +164,7 @@ class SlicingChecks(pulumi.ComponentResource):
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.provider,
-                    depends_on=[*args.depends_on, program],
+                    depends_on=[*args.depends_on, program, account],
                     # A changed check is a new run, not an in-place edit of a finished JobSet.
                     replace_on_changes=["spec"],
                     delete_before_replace=True,

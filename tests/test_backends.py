@@ -135,7 +135,12 @@ def test_saxml_model_server_jobset(saxml: PlanResult) -> None:
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {"SAX_ROOT": "gs://example-tpu-project-saxml-v5e-sax/sax-root", "MEGASCALE_NUM_SLICES": ""}
     assert container["resources"]["limits"] == {"google.com/tpu": "4"}
-    assert "securityContext" not in container  # no privileged pods on GKE >= 1.28.7
+    # No privileged pods on GKE >= 1.28.7: the TPU runtime gets the hardened default.
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["NET_RAW"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     # Host-network pods bypass Workload Identity and would lose access to the Sax bucket.
     assert "hostNetwork" not in pod
     assert body["spec"]["network"] == {"enableDNSHostnames": True}

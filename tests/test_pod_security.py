@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -62,3 +64,62 @@ def test_the_checks_catch_what_baseline_forbids() -> None:
     }
     assert ps.level(restricted) == "restricted"
     assert ps.level({**restricted, "volumes": [{"name": "h", "hostPath": {"path": "/"}}]}) == "privileged"
+
+
+# The pods that call the Kubernetes API: the endpoint picker (pods, its InferencePool) and the
+# slice controller. Every other pod runs without a ServiceAccount token.
+API_CLIENTS = {"pd-disaggregation-epp", "slice-controller-controller-manager"}
+CHECKS = {"checks": {"subslicing": {"enabled": True, "replicas": 4}, "superslicing": {"enabled": True}}}
+
+
+def workload_pods(plan: engine.PlanResult) -> list[tuple[str, Mapping[str, Any]]]:
+    return [
+        ((body.get("metadata") or {}).get("name", ""), spec)
+        for _, body in manifests.objects(plan, masked=False)
+        for spec in ps.pod_specs(body)
+    ]
+
+
+def every_plan(run_dev: DevRunner) -> list[engine.PlanResult]:
+    return [*(engine.run_stack(stack) for stack in STACKS), run_dev(CHECKS)]
+
+
+def test_every_container_is_hardened(run_dev: DevRunner) -> None:
+    """No privilege escalation, the runtime's default seccomp profile, and no capabilities beyond
+    what its kind allows: none for CPU containers, the default set minus NET_RAW for TPU ones."""
+    for plan in every_plan(run_dev):
+        for name, spec in workload_pods(plan):
+            pod_seccomp = ((spec.get("securityContext") or {}).get("seccompProfile") or {}).get("type")
+            for container in [*(spec.get("initContainers") or []), *spec["containers"]]:
+                context = container.get("securityContext") or {}
+                where = f"{name}/{container['name']}"
+                assert context.get("allowPrivilegeEscalation") is False, where
+                assert not context.get("privileged"), where
+                assert (context.get("seccompProfile") or {}).get("type", pod_seccomp) == "RuntimeDefault", where
+                capabilities = context.get("capabilities") or {}
+                assert not capabilities.get("add"), where
+                tpu = ps.TPU_RESOURCE in ((container.get("resources") or {}).get("limits") or {})
+                assert set(capabilities.get("drop") or []) >= ({"NET_RAW"} if tpu else {"ALL"}), where
+
+
+def test_a_token_is_mounted_only_where_the_pod_calls_the_api(run_dev: DevRunner) -> None:
+    seen = set()
+    for plan in every_plan(run_dev):
+        for name, spec in workload_pods(plan):
+            seen.add(name)
+            assert spec.get("automountServiceAccountToken") is (name in API_CLIENTS), name
+    assert seen >= API_CLIENTS
+
+
+def test_no_pod_runs_as_its_namespace_default_service_account(run_dev: DevRunner) -> None:
+    for plan in every_plan(run_dev):
+        accounts = {
+            (body["metadata"].get("namespace"), body["metadata"]["name"])
+            for _, body in manifests.objects(plan, masked=False)
+            if body["kind"] == "ServiceAccount"
+        }
+        for _, body in manifests.objects(plan, masked=False):
+            for spec in ps.pod_specs(body):
+                account = spec.get("serviceAccountName")
+                assert account not in (None, "default"), body["metadata"]["name"]
+                assert (body["metadata"].get("namespace"), account) in accounts, (body["metadata"]["name"], account)

@@ -245,12 +245,15 @@ def _tpus(chips: int) -> dict[str, Any]:
 
 def _tpu_pod_spec(args: JetstreamArgs, containers: list[dict[str, Any]]) -> dict[str, Any]:
     """A pod on the slice's node pool; pods that request no TPU (LWS leaders) need the toleration."""
-    return {
+    spec = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "nodeSelector": {ACCELERATOR_LABEL: args.generation.accelerator_label, TOPOLOGY_LABEL: args.topology},
         "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": containers,
     }
+    # Workload Identity needs no token in the pod (the GKE metadata server knows the pod), and
+    # nothing here calls the Kubernetes API.
+    return pod_security.harden(spec)
 
 
 def _metadata(args: JetstreamArgs, name: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:

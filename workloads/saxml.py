@@ -31,7 +31,9 @@ from k8s.provider import COMMON_LABELS
 from workloads.jetstream import ingress_ip
 
 PUBLISH_SCRIPT = Path(__file__).resolve().parent / "saxml_publish.py"
-KSA = "sax-sa"
+KSA = "sax-sa"  # the cell's Google identity (admin and model servers use the bucket)
+HTTP_ACCOUNT = "sax-http"  # no Google access: sax-http only forwards to the cell
+PUBLISH_ACCOUNT = "sax-publish"  # no Google access: the Job only calls sax-http
 HTTP_PORT = 8888
 ADMIN_PORT = 10000
 MODEL_PORT = 10001
@@ -63,6 +65,14 @@ class SaxmlArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     # Only the model servers wait for these (the pools): the rest installs meanwhile.
     tpu_pools: Sequence[pulumi.Resource] = ()
+
+
+# The admin and HTTP servers run as their images' user; they need no capability (ports above 1024).
+CPU_CONTEXT = core.SecurityContextArgs(
+    allow_privilege_escalation=False,
+    capabilities=core.CapabilitiesArgs(drop=["ALL"]),
+    seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault"),
+)
 
 
 def _labels(app: str) -> dict[str, str]:
@@ -134,42 +144,44 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
                             "backoffLimit": 0,
                             "template": {
                                 "metadata": {"labels": _labels("sax-model-server")},
-                                "spec": {
-                                    "serviceAccountName": KSA,
-                                    # No hostNetwork (unlike the tutorial): host-network pods bypass
-                                    # Workload Identity and would run as the node's service account,
-                                    # which has no access to the Sax bucket. JobSet's DNS hostnames
-                                    # give the TPU runtime its peers.
-                                    "nodeSelector": {
-                                        "cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label,
-                                        "cloud.google.com/gke-tpu-topology": args.topology,
-                                    },
-                                    "tolerations": [
-                                        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
-                                    ],
-                                    "containers": [
-                                        {
-                                            "name": "sax-model-server",
-                                            "image": args.images["model"],
-                                            "args": [
-                                                f"--port={MODEL_PORT}",
-                                                f"--sax_cell={args.cell}",
-                                                f"--platform_chip={chip}",
-                                                f"--platform_topology={args.topology}",
-                                            ],
-                                            "ports": [{"containerPort": MODEL_PORT}, {"containerPort": 8471}],
-                                            "env": [
-                                                {"name": "SAX_ROOT", "value": sax_root(args.bucket_name)},
-                                                # Each replicated Job is its own slice, not one Multislice job.
-                                                {"name": "MEGASCALE_NUM_SLICES", "value": ""},
-                                            ],
-                                            "resources": {
-                                                "requests": {"google.com/tpu": str(chips)},
-                                                "limits": {"google.com/tpu": str(chips)},
-                                            },
-                                        }
-                                    ],
-                                },
+                                "spec": pod_security.harden(
+                                    {
+                                        "serviceAccountName": KSA,
+                                        # No hostNetwork (unlike the tutorial): host-network pods bypass
+                                        # Workload Identity and would run as the node's service account,
+                                        # which has no access to the Sax bucket. JobSet's DNS hostnames
+                                        # give the TPU runtime its peers.
+                                        "nodeSelector": {
+                                            "cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label,
+                                            "cloud.google.com/gke-tpu-topology": args.topology,
+                                        },
+                                        "tolerations": [
+                                            {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+                                        ],
+                                        "containers": [
+                                            {
+                                                "name": "sax-model-server",
+                                                "image": args.images["model"],
+                                                "args": [
+                                                    f"--port={MODEL_PORT}",
+                                                    f"--sax_cell={args.cell}",
+                                                    f"--platform_chip={chip}",
+                                                    f"--platform_topology={args.topology}",
+                                                ],
+                                                "ports": [{"containerPort": MODEL_PORT}, {"containerPort": 8471}],
+                                                "env": [
+                                                    {"name": "SAX_ROOT", "value": sax_root(args.bucket_name)},
+                                                    # Each replicated Job is its own slice, not one Multislice job.
+                                                    {"name": "MEGASCALE_NUM_SLICES", "value": ""},
+                                                ],
+                                                "resources": {
+                                                    "requests": {"google.com/tpu": str(chips)},
+                                                    "limits": {"google.com/tpu": str(chips)},
+                                                },
+                                            }
+                                        ],
+                                    }
+                                ),
                             },
                         }
                     },
@@ -283,6 +295,7 @@ class Saxml(pulumi.ComponentResource):
                     core.EnvVarArgs(name="SAX_CELL", value=args.cell),
                 ],
                 resources=core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
+                security_context=CPU_CONTEXT,
             ),
             args,
             child,
@@ -299,6 +312,12 @@ class Saxml(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        http_account = core.ServiceAccount(
+            "http-service-account",
+            metadata=meta.ObjectMetaArgs(name=HTTP_ACCOUNT, namespace=args.namespace, labels=dict(COMMON_LABELS)),
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
+        )
         http = self._deployment(
             "http-server",
             "sax-http",
@@ -309,9 +328,11 @@ class Saxml(pulumi.ComponentResource):
                 env=[core.EnvVarArgs(name="SAX_ROOT", value=sax_root(args.bucket_name))],
                 readiness_probe=core.ProbeArgs(tcp_socket=core.TCPSocketActionArgs(port=HTTP_PORT), period_seconds=10),
                 resources=core.ResourceRequirementsArgs(requests={"cpu": "1", "memory": "2Gi"}),
+                security_context=CPU_CONTEXT,
             ),
             args,
-            child,
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[http_account])),
+            account=HTTP_ACCOUNT,
         )
         self.http_service = core.Service(
             "http-service",
@@ -334,7 +355,14 @@ class Saxml(pulumi.ComponentResource):
         self.register_outputs({"address": self.address, "modelKey": args.model_key})
 
     def _deployment(
-        self, logical: str, app: str, container: core.ContainerArgs, args: SaxmlArgs, opts: pulumi.ResourceOptions
+        self,
+        logical: str,
+        app: str,
+        container: core.ContainerArgs,
+        args: SaxmlArgs,
+        opts: pulumi.ResourceOptions,
+        *,
+        account: str = KSA,
     ) -> apps.Deployment:
         return apps.Deployment(
             logical,
@@ -344,7 +372,12 @@ class Saxml(pulumi.ComponentResource):
                 selector=meta.LabelSelectorArgs(match_labels={"app": app}),
                 template=core.PodTemplateSpecArgs(
                     metadata=meta.ObjectMetaArgs(labels=_labels(app)),
-                    spec=core.PodSpecArgs(service_account_name=KSA, containers=[container]),
+                    spec=core.PodSpecArgs(
+                        service_account_name=account,
+                        # Workload Identity needs no token in the pod; nothing here calls the API.
+                        automount_service_account_token=False,
+                        containers=[container],
+                    ),
                 ),
             ),
             opts=opts,
@@ -365,6 +398,12 @@ class Saxml(pulumi.ComponentResource):
             "SAX_REPLICAS": str(args.slices),
             "SAX_PUBLISH_DEADLINE_SECONDS": str(args.publish_deadline_seconds),
         }
+        account = core.ServiceAccount(
+            "publish-service-account",
+            metadata=meta.ObjectMetaArgs(name=PUBLISH_ACCOUNT, namespace=args.namespace, labels=dict(COMMON_LABELS)),
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=ready),
+        )
         batch.Job(
             "publish",
             metadata=meta.ObjectMetaArgs(name="sax-publish", namespace=args.namespace, labels=_labels("sax-publish")),
@@ -375,6 +414,8 @@ class Saxml(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=_labels("sax-publish")),
                     spec=core.PodSpecArgs(
                         restart_policy="Never",
+                        service_account_name=PUBLISH_ACCOUNT,
+                        automount_service_account_token=False,
                         security_context=core.PodSecurityContextArgs(
                             run_as_non_root=True,
                             run_as_user=65534,
@@ -407,7 +448,7 @@ class Saxml(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[*servers, script],
+                depends_on=[*servers, script, account],
                 replace_on_changes=["*"],
                 delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create=f"{args.publish_deadline_seconds // 60 + 10}m"),

@@ -55,6 +55,13 @@ class SmokeJob(pulumi.ComponentResource):
             data={"smoke_test.py": script},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
+        # Its own identity, with no token: the test only speaks HTTP to the gateway and the pods.
+        account = core.ServiceAccount(
+            "service-account",
+            metadata=meta.ObjectMetaArgs(name=JOB_NAME, namespace=args.namespace, labels=dict(COMMON_LABELS)),
+            automount_service_account_token=False,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
         fingerprint = hashlib.sha256(json.dumps([args.serving_spec, script], sort_keys=True, default=str).encode())
         self.job = batch.Job(
             "job",
@@ -71,6 +78,8 @@ class SmokeJob(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=dict(COMMON_LABELS)),
                     spec=core.PodSpecArgs(
                         restart_policy="Never",
+                        service_account_name=JOB_NAME,
+                        automount_service_account_token=False,
                         security_context=core.PodSecurityContextArgs(
                             run_as_non_root=True,
                             run_as_user=65534,
@@ -118,7 +127,7 @@ class SmokeJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[*args.depends_on, config],
+                depends_on=[*args.depends_on, config, account],
                 # A Job runs once: any change (including the fingerprint) runs a new one.
                 replace_on_changes=["*"],
                 delete_before_replace=True,

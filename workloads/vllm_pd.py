@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.topology import Generation, Topology
-from k8s import network_policies
+from k8s import network_policies, pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from workloads import vllm_command
@@ -252,7 +252,12 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
                 ],
                 "ports": [{"name": "modelserver", "containerPort": vllm_command.POOL_PORT, "protocol": "TCP"}],
                 "readinessProbe": {"tcpSocket": {"port": vllm_command.POOL_PORT}, "periodSeconds": 10},
-                "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "capabilities": {"drop": ["ALL"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
             }
         ]
     worker = _container(args, "vllm-worker", vllm_command.worker_script(), chips)
@@ -284,11 +289,11 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
                     "metadata": {"labels": {**labels, SERVING_LABEL: "true"}, "annotations": annotations},
-                    "spec": leader_spec,
+                    "spec": pod_security.harden(leader_spec),
                 },
                 "workerTemplate": {
                     "metadata": {"labels": labels, "annotations": annotations},
-                    "spec": _pod_spec(args, worker),
+                    "spec": pod_security.harden(_pod_spec(args, worker)),
                 },
             },
         },
