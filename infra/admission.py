@@ -268,16 +268,14 @@ class _Piece(NamedTuple):  # a tuple: made once per slice per admission, so chea
     level: int
 
 
-@dataclass(frozen=True)
-class _Holding:
+class _Holding(NamedTuple):  # tuples, like _Piece: built on every admission and search
     request: Request
     seq: int  # admission sequence number: larger is more recent
     pieces: tuple[_Piece, ...]
     spans: tuple[tuple[int, int], ...] = ()  # (cube, occupied-cell bits) per cube, for the preemption search
 
 
-@dataclass(frozen=True)
-class _Search:
+class _Search(NamedTuple):
     fits: bool
     victims: tuple[_Holding, ...] = ()
     reason: str = ""
@@ -348,8 +346,8 @@ class _Fenwick:
         self.tree = [[0] * columns for _ in range(size + 1)]
 
     def add(self, index: int, deltas: Sequence[tuple[int, int]]) -> None:
-        tree, i = self.tree, index + 1
-        while i < len(tree):
+        tree, i, size = self.tree, index + 1, len(self.tree)
+        while i < size:
             node = tree[i]
             for column, delta in deltas:
                 node[column] += delta
@@ -397,6 +395,7 @@ class _Simulator:
         self.pending: dict[str, Request] = {}
         self.events: list[Event] = []
         self.seq = 0
+        self.range_text: dict[int, str] = {}  # cell mask -> its chip ranges, for the event details
         # Priorities as dense ranks, 0 the lowest.
         distinct = sorted({r.priority for r in self.requests})
         rank_of = {p: rank for rank, p in enumerate(distinct)}
@@ -420,6 +419,7 @@ class _Simulator:
         self.by_level: list[list[tuple[int, list[int]]]] = [[] for _ in range(levels + 1)]
         for (level, blocks), positions in self.waiting.items():
             self.by_level[level].append((blocks, positions))
+        self.level_waiting: list[list[int]] = [[] for _ in range(levels + 1)]  # the union of each level's groups
 
     # -- indexes
 
@@ -429,32 +429,41 @@ class _Simulator:
 
     def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
         """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
-        levels, tops = self.geometry.levels, self.tops
+        levels, tops, pieces = self.geometry.levels, self.tops, holding.pieces
+        piece_level = pieces[0].level  # all the pieces of a workload are alike
         sign = 1 if add else -1
         own = [0] * (levels + 3)  # the changes at the holding's own rank
         own[self.count_column] = sign
         own[self.chips_column] = sign * self.demands[holding.request.name].chips
-        piece_level = holding.pieces[0].level  # all the pieces of a workload are alike
         for level in range(piece_level + 1):  # the blocks inside its pieces: all held by it alone
-            own[level] = sign * len(holding.pieces) << (piece_level - level)
+            own[level] = sign * len(pieces) << (piece_level - level)
         others: dict[int, list[int]] = {}  # ... and at the ranks of the blocks' previous (or next) top holders
-        for piece in holding.pieces:
-            # Only a piece's own block records its rank: a block strictly inside a piece is never read
-            # while the piece is there (it is no other piece's ancestor or sibling), and reads -1, free,
-            # before and after.
-            index = ((piece.cube << levels) + piece.offset) >> piece_level
-            tops[piece_level][index] = rank if add else -1
-            for level in range(piece_level + 1, levels + 1):  # the enclosing blocks: their top holder may change
-                below, index = tops[level - 1], index >> 1
-                old = tops[level][index]
-                new = max(old, rank) if add else max(below[2 * index], below[2 * index + 1])
-                if new == old:
-                    break  # and so for every larger block too: each one's top is its halves' larger top
-                tops[level][index] = new
+        # Only a piece's own block records its rank: a block strictly inside a piece is never read
+        # while the piece is there (it is no other piece's ancestor or sibling), and reads -1, free,
+        # before and after.
+        mark, shift, own_row = (rank if add else -1), levels - piece_level, tops[piece_level]
+        for piece in pieces:
+            index = (piece.cube << shift) + (piece.offset >> piece_level)
+            own_row[index] = mark
+            below, level = own_row, piece_level
+            while level < levels:  # the enclosing blocks: their top holder may change
+                level, index = level + 1, index >> 1
+                row = tops[level]
+                old = row[index]
+                if add:
+                    if old >= rank:
+                        break  # and so for every larger block: each one's top is its halves' larger top
+                    new, other = rank, old
+                else:
+                    left, right = below[2 * index], below[2 * index + 1]
+                    new = other = left if left > right else right
+                    if new == old:
+                        break
+                row[index] = new
                 own[level] += sign
-                other = old if add else new
                 if other >= 0:
                     others.setdefault(other, [0] * (levels + 3))[level] -= sign
+                below = row
         self.held.add(rank, [(column, delta) for column, delta in enumerate(own) if delta])
         for other, deltas in others.items():
             self.held.add(other, [(column, delta) for column, delta in enumerate(deltas) if delta])
@@ -464,10 +473,13 @@ class _Simulator:
         demand = self.demands[request.name]
         positions = self.waiting[demand.level, demand.blocks]
         position = self.position[request.name]
+        union = self.level_waiting[demand.level]
         if waiting:
             bisect.insort(positions, position)
+            bisect.insort(union, position)
         else:
             del positions[bisect.bisect_left(positions, position)]
+            del union[bisect.bisect_left(union, position)]
 
     def _next_fit(self, start: int) -> int | None:
         """The first queue position >= `start` whose pending workload fits now (with preemption).
@@ -475,11 +487,23 @@ class _Simulator:
         Later positions have lower priority and so fewer usable blocks: within one (level, block
         count) group, if the first pending position from `start` does not fit, none after it does.
         And a group asking for more blocks at the same level can only win with an earlier position
-        than every group already looked at, so only that frontier is checked.
+        than every group already looked at, so only that frontier is checked. A whole level is
+        skipped when even its first pending position cannot use its smallest block count.
         """
         ranks, avail, tree = self.queue_rank, self.block.avail, self.held.tree
         best = len(ranks)
         for level, groups in enumerate(self.by_level):
+            union = self.level_waiting[level]
+            index = bisect.bisect_left(union, start)
+            if index == len(union) or union[index] >= best:
+                continue
+            fewest = next(blocks for blocks, positions in groups if positions)
+            usable, i = avail[level], ranks[union[index]]
+            while i and usable < fewest:
+                usable += tree[i][level]
+                i &= i - 1
+            if usable < fewest:
+                continue
             frontier = best
             for blocks, positions in groups:
                 if not positions:
@@ -509,14 +533,20 @@ class _Simulator:
         if self._usable(rank, level) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
+        levels, current, holdings = self.geometry.levels, self.block.masks, self.holdings
         masks: dict[int, int] = {}
         chosen: list[_Holding] = []
         for lower in self.active:  # Kueue's order: lowest priority first, most recently admitted first
             if lower >= rank:
                 raise AssertionError(f"{request.name}: the usable-block index and the search disagree")
             for name in reversed(self.by_rank[lower]):
-                holding = self.holdings[name]
-                have = self._toggle(holding, masks, level, have, release=True)
+                holding = holdings[name]
+                for cube, bits in holding.spans:  # release it in the scratch masks
+                    old = masks.get(cube)
+                    if old is None:
+                        old = current[cube]
+                    masks[cube] = new = old & ~bits
+                    have += _profile(new, levels).counts[level] - _profile(old, levels).counts[level]
                 chosen.append(holding)
                 if have >= need:
                     break
@@ -525,7 +555,6 @@ class _Simulator:
         # Minimise: the last one chosen stays (without it the request did not fit); walk back from
         # there, putting back each one the request can do without.
         kept = [chosen[-1]]
-        levels = self.geometry.levels
         for holding in reversed(chosen[:-1]):
             back, occupied = have, []
             for cube, bits in holding.spans:  # its cubes are in `masks`: it was released there
@@ -538,18 +567,6 @@ class _Simulator:
                 masks.update(occupied)
                 have = back
         return _Search(True, tuple(reversed(kept)))
-
-    def _toggle(self, holding: _Holding, masks: dict[int, int], level: int, have: int, *, release: bool) -> int:
-        """Free (or re-occupy) `holding`'s cells in the scratch `masks`; the new free `level` block count."""
-        levels, current = self.geometry.levels, self.block.masks
-        for cube, bits in holding.spans:
-            old = masks.get(cube)
-            if old is None:
-                old = current[cube]
-            new = old & ~bits if release else old | bits
-            have += _profile(new, levels).counts[level] - _profile(old, levels).counts[level]
-            masks[cube] = new
-        return have
 
     def _reason(self, request: Request, rank: int) -> str:
         demand = self.demands[request.name]
@@ -619,18 +636,22 @@ class _Simulator:
         self._wait(request, True)
 
     def _where(self, holding: _Holding) -> str:
-        cell = self.geometry.cell_chips
-        spans: dict[int, list[tuple[int, int]]] = {}
-        for piece in sorted(holding.pieces, key=lambda p: (p.cube, p.offset)):
-            start, end = piece.offset * cell, (piece.offset + (1 << piece.level)) * cell
-            ranges = spans.setdefault(piece.cube, [])
-            if ranges and ranges[-1][1] == start:
-                ranges[-1] = (ranges[-1][0], end)
-            else:
-                ranges.append((start, end))
-        return ", ".join(
-            f"cube {cube} " + " ".join(f"[{a}-{b})" for a, b in ranges) for cube, ranges in sorted(spans.items())
-        )
+        """Each cube with the chip ranges the holding uses there, adjacent pieces merged."""
+        return ", ".join(f"cube {cube} {self._ranges(bits)}" for cube, bits in sorted(holding.spans))
+
+    def _ranges(self, bits: int) -> str:
+        """'[0-32) [48-64)': the runs of set bits (cells) of one cube's mask, in chips; remembered per mask."""
+        text = self.range_text.get(bits)
+        if text is None:
+            cell, runs, offset, rest = self.geometry.cell_chips, [], 0, bits
+            while rest:
+                skip = (rest & -rest).bit_length() - 1  # free cells before the next run
+                offset, rest = offset + skip, rest >> skip
+                length = (~rest & (rest + 1)).bit_length() - 1  # the run's cells
+                runs.append(f"[{offset * cell}-{(offset + length) * cell})")
+                offset, rest = offset + length, rest >> length
+            text = self.range_text[bits] = " ".join(runs)
+        return text
 
     # -- the queue
 
@@ -694,7 +715,7 @@ class _Simulator:
 
 
 def _cubes_of(holding: _Holding) -> tuple[int, ...]:
-    return tuple(sorted({p.cube for p in holding.pieces}))
+    return tuple(sorted(cube for cube, _ in holding.spans))  # one span per cube
 
 
 def _s(count: int) -> str:
