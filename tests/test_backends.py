@@ -94,6 +94,8 @@ def test_saxml_admin_state_bucket_and_bucket_scoped_roles(saxml: PlanResult) -> 
     assert bucket.get("uniformBucketLevelAccess") is True
     assert bucket.get("publicAccessPrevention") == "enforced"
     assert bucket.get("location") == "us-west4"
+    # Only the cell's own state: emptied by a destroy rather than left to stop it halfway.
+    assert bucket.get("forceDestroy") is True
     members = saxml.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     assert [(m.get("role"), m.get("member")) for m in members] == [
         ("roles/storage.objectAdmin", "serviceAccount:saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com")

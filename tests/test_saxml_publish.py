@@ -130,6 +130,8 @@ class FakeSax:
                 return self.listcell(body)
             if (method, path) == ("POST", "/publish"):
                 return self.publish(body)
+            if (method, path) == ("PUT", "/update"):
+                return self.update(body)
             if self.gen == 1:
                 return 400, {"message": "Invalid Request"}
             return 404, {"detail": "Not Found"}
@@ -175,6 +177,20 @@ class FakeSax:
             )
         path_key = "path" if self.gen == 1 else "model_path"
         return 200, {"model": key, path_key: body["model_path"], "checkpoint": body["checkpoint"], "replicas": replicas}
+
+    def update(self, body: Any) -> tuple[int, Any]:
+        """`PUT /update`: the publish body, for a model that exists (§2 table, /update row)."""
+        fields = ("model", "model_path", "checkpoint", "replicas")
+        if not isinstance(body, dict) or any(f not in body for f in fields):
+            return self.schema_error("model", "field required")
+        model = self.models.get(body["model"])
+        if model is None:
+            return self.error(500, f"NOT_FOUND: model {body['model']} not found")
+        model.replicas = int(body["replicas"])
+        path_key = "path" if self.gen == 1 else "model_path"
+        return 200, {"model": body["model"], path_key: body["model_path"], "checkpoint": body["checkpoint"]} | {
+            "replicas": model.replicas
+        }
 
 
 def _handler_for(fake: FakeSax) -> type[BaseHTTPRequestHandler]:
@@ -640,7 +656,6 @@ def test_already_published_but_still_loading_waits_without_publishing(sax: FakeS
 @pytest.mark.parametrize(
     ("preload", "field"),
     [
-        ({"replicas": 1}, "replicas 1 (requested 2)"),
         ({"model_path": "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd2BTest"}, "model_path"),
         ({"checkpoint": "gs://bucket/ckpt"}, "checkpoint 'gs://bucket/ckpt'"),
     ],
@@ -655,6 +670,25 @@ def test_published_with_other_settings_fails_and_asks_to_unpublish(
     assert field in run.summary["error"]
     assert "Unpublish it first" in run.summary["error"]
     assert sax.calls("POST", "/publish") == []
+
+
+@pytest.mark.parametrize("published", [1, 3])
+def test_a_changed_slice_count_updates_the_replicas_in_place(sax: FakeSax, published: int) -> None:
+    sax.preload(replicas=published)
+    run = run_main(args_for(sax.url))
+    assert run.code == sp.EXIT_OK, run.summary
+    assert run.summary["action"] == "updated"
+    assert run.summary["active_replicas"] == 2
+    assert sax.calls("POST", "/publish") == []
+    assert [r.body for r in sax.calls("PUT", "/update")] == [expected_publish()]
+
+
+def test_replicas_and_model_path_both_changed_still_asks_to_unpublish(sax: FakeSax) -> None:
+    sax.preload(replicas=1, model_path="saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd2BTest")
+    run = run_main(args_for(sax.url))
+    assert run.code == sp.EXIT_FAILED
+    assert "Unpublish it first" in run.summary["error"]
+    assert sax.calls("PUT", "/update") == []
 
 
 def test_never_active_fails_after_deadline_naming_requested_and_active(sax: FakeSax) -> None:

@@ -312,6 +312,30 @@ def test_smoke_test_job(dev_plan: PlanResult) -> None:
         assert dev_plan.depends_on(job, dependency)
 
 
+FINGERPRINT = "tpu-slicing/serving-fingerprint"
+
+
+@pytest.mark.parametrize(
+    ("change", "reruns"),
+    [
+        ({"serving": {"smokeTest": {"runId": "retry-2"}}}, True),  # an explicit new run
+        ({"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.1"}}, True),  # an image it tests
+        ({"serving": {"decode": {"replicas": 3}}}, True),  # the serving spec
+        ({"observability": {"dashboard": False}}, False),  # nothing the test exercises
+    ],
+)
+def test_the_smoke_test_reruns_when_what_it_tests_changes(
+    run_dev: DevRunner, dev_plan: PlanResult, change: dict[str, Any], reruns: bool
+) -> None:
+    """A Job runs once: the next `pulumi up` runs it again only as a new Job, which its
+    fingerprint annotation (replace-on-change of every field) makes happen."""
+    before = dev_plan.one("kubernetes:batch/v1:Job")
+    after = run_dev(change).one("kubernetes:batch/v1:Job")
+    assert after.replace_on_changes == ["*"]
+    changed = before.get("metadata.annotations")[FINGERPRINT] != after.get("metadata.annotations")[FINGERPRINT]
+    assert changed is reruns
+
+
 def test_smoke_test_can_be_disabled(run_dev: DevRunner) -> None:
     assert run_dev({"serving": {"smokeTest": {"enabled": False}}}).of_type("kubernetes:batch/v1:Job") == []
 

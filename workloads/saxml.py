@@ -208,7 +208,11 @@ class Saxml(pulumi.ComponentResource):
                 location=args.region,
                 uniform_bucket_level_access=True,
                 public_access_prevention="enforced",
-                force_destroy=False,
+                # Emptied on destroy, on purpose: it holds only the cell's own state (the admin's
+                # address and the published-model registry, saxml-jetstream.md §7 gotcha 6), which
+                # the next `pulumi up` rebuilds by publishing again. A non-empty bucket would stop a
+                # destroy halfway. Model weights live in `model.weightsBucket`, which is not ours.
+                force_destroy=True,
             ),
             opts=gcp_child,
         )

@@ -11,6 +11,9 @@ repeatable part of ``pulumi up``:
   1. ``GET /listcell {"model": KEY}`` (a GET *with a JSON body*);
   2. not published           -> ``POST /publish {"model", "model_path", "checkpoint", "replicas"}``;
      published, same settings -> nothing to publish ("already-published");
+     published, only the replica count differs (the stack's slice count changed)
+       -> ``PUT /update`` with the same four keys ("updated"): Saxml loads or unloads
+       replicas without touching the ones that serve;
      published, other settings -> fail: the operator must unpublish first
      (this Job never unpublishes or republishes a model by itself);
   3. poll ``/listcell`` until ``active_replicas`` reaches the requested
@@ -73,8 +76,8 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 # §2 errors, Gen-1: unknown paths answer {"message": "Invalid Request"}.
 _GEN1_INVALID_REQUEST = "Invalid Request"
 
-Action = Literal["published", "already-published", "failed"]
-Phase = Literal["check", "publish", "wait"]
+Action = Literal["published", "already-published", "updated", "failed"]
+Phase = Literal["check", "publish", "update", "wait"]
 
 
 class UsageError(Exception):
@@ -605,6 +608,7 @@ class Publisher:
         self.started = clock()
         self.deadline = self.started + settings.deadline_seconds
         self.published_by_us = False
+        self.updated_by_us = False
         self.active: int | None = None
         self.last_state = "no answer from the server yet"
         self.retries = 0
@@ -632,6 +636,8 @@ class Publisher:
     def make_summary(self, ok: bool, error: str | None = None) -> Summary:
         if ok:
             action: Action = "published" if self.published_by_us else "already-published"
+            if self.updated_by_us:
+                action = "updated"
         else:
             action = "failed"
         return Summary(
@@ -662,12 +668,13 @@ class Publisher:
             return ListcellOutcome("retry", str(exc))
         return classify_listcell(status, body, self.settings.model_key)
 
-    def publish(self) -> PublishOutcome:
+    def publish(self, method: str = "POST", path: str = "/publish") -> PublishOutcome:
         s = self.settings
-        # Exactly these four keys: Gen-1 rejects any other key set (§2 table).
+        # Exactly these four keys: Gen-1 rejects any other key set (§2 table); `PUT /update`
+        # takes the same body (§2 table, /update row).
         payload = {"model": s.model_key, "model_path": s.model_path, "checkpoint": s.checkpoint, "replicas": s.replicas}
         try:
-            status, body = self._request("POST", "/publish", payload)
+            status, body = self._request(method, path, payload)
         except TransportError as exc:
             return PublishOutcome("retry", str(exc))
         return classify_publish(status, body)
@@ -682,7 +689,12 @@ class Publisher:
         while True:
             if self._remaining() <= 0:
                 return self.make_summary(False, self._timeout_error())
-            step = self._publish_step() if phase == "publish" else self._listcell_step(phase)
+            if phase == "publish":
+                step = self._publish_step()
+            elif phase == "update":
+                step = self._update_step()
+            else:
+                step = self._listcell_step(phase)
             if isinstance(step, Summary):
                 return step
             phase = step
@@ -703,6 +715,21 @@ class Publisher:
         # the publish may or may not have been applied. Either way /listcell
         # decides what happens next, never a blind re-POST.
         self._backoff(f"POST /publish: {published.message}")
+        return "check"
+
+    def _update_step(self) -> Phase | Summary:
+        s = self.settings
+        LOG.info("updating %s to %d replicas", s.model_key, s.replicas)
+        updated = self.publish("PUT", "/update")
+        if updated.kind == "accepted":
+            LOG.info("update accepted (%s): %s", updated.message, updated.echo)
+            self.updated_by_us = True
+            self.retries = 0
+            return "wait"
+        if updated.kind == "fatal":
+            return self.make_summary(False, updated.message.replace("POST /publish", "PUT /update"))
+        # Maybe applied: /listcell decides, never a blind re-PUT.
+        self._backoff(f"PUT /update: {updated.message}")
         return "check"
 
     def _listcell_step(self, phase: Phase) -> Phase | Summary:
@@ -734,6 +761,10 @@ class Publisher:
         self.active = detail.active_replicas
         self.last_state = listed.message
         differences = settings_differences(detail, s)
+        if phase == "check" and differences and all(d.startswith("replicas ") for d in differences):
+            # Only the slice count changed: change the replicas in place.
+            LOG.info("%s is published with other replicas: %s", s.model_key, "; ".join(differences))
+            return "update"
         if differences:
             # Also re-checked on every poll: a concurrent /update or republish
             # must not be reported as our success.
