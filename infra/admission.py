@@ -333,6 +333,18 @@ class _Cubes:
             self.free_cells += bits.bit_count()
 
 
+class _FreeBlocks(dict[int, int]):
+    """Cell mask -> free aligned blocks of one level in it (a dict lookup is cheaper than `_profile`)."""
+
+    def __init__(self, level: int, levels: int) -> None:
+        super().__init__()
+        self.level, self.levels = level, levels
+
+    def __missing__(self, mask: int) -> int:
+        count = self[mask] = _profile(mask, self.levels).counts[self.level]
+        return count
+
+
 class _Fenwick:
     """Prefix sums over priority ranks, several columns at once: "how much is held below priority p".
 
@@ -345,11 +357,13 @@ class _Fenwick:
     def __init__(self, size: int, columns: int) -> None:
         self.tree = [[0] * columns for _ in range(size + 1)]
 
-    def add(self, index: int, deltas: Sequence[tuple[int, int]]) -> None:
+    def add(self, index: int, deltas: list[int]) -> None:
+        """Add `deltas` (one per column) at rank `index`."""
         tree, i, size = self.tree, index + 1, len(self.tree)
+        changes = [(column, delta) for column, delta in enumerate(deltas) if delta]
         while i < size:
             node = tree[i]
-            for column, delta in deltas:
+            for column, delta in changes:
                 node[column] += delta
             i += i & -i
 
@@ -396,6 +410,7 @@ class _Simulator:
         self.events: list[Event] = []
         self.seq = 0
         self.range_text: dict[int, str] = {}  # cell mask -> its chip ranges, for the event details
+        self.free = [_FreeBlocks(level, levels) for level in range(levels + 1)]  # cell mask -> free blocks
         # Priorities as dense ranks, 0 the lowest.
         distinct = sorted({r.priority for r in self.requests})
         rank_of = {p: rank for rank, p in enumerate(distinct)}
@@ -464,9 +479,9 @@ class _Simulator:
                 if other >= 0:
                     others.setdefault(other, [0] * (levels + 3))[level] -= sign
                 below = row
-        self.held.add(rank, [(column, delta) for column, delta in enumerate(own) if delta])
+        self.held.add(rank, own)
         for other, deltas in others.items():
-            self.held.add(other, [(column, delta) for column, delta in enumerate(deltas) if delta])
+            self.held.add(other, deltas)
 
     def _wait(self, request: Request, waiting: bool) -> None:
         """Mark `request` pending (or not) in its (level, block count) group."""
@@ -497,7 +512,11 @@ class _Simulator:
             index = bisect.bisect_left(union, start)
             if index == len(union) or union[index] >= best:
                 continue
-            fewest = next(blocks for blocks, positions in groups if positions)
+            fewest = 0  # the smallest block count pending at this level
+            for blocks, positions in groups:
+                if positions:
+                    fewest = blocks
+                    break
             usable, i = avail[level], ranks[union[index]]
             while i and usable < fewest:
                 usable += tree[i][level]
@@ -533,7 +552,7 @@ class _Simulator:
         if self._usable(rank, level) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
-        levels, current, holdings = self.geometry.levels, self.block.masks, self.holdings
+        current, holdings, free = self.block.masks, self.holdings, self.free[level]
         masks: dict[int, int] = {}
         chosen: list[_Holding] = []
         for lower in self.active:  # Kueue's order: lowest priority first, most recently admitted first
@@ -546,7 +565,7 @@ class _Simulator:
                     if old is None:
                         old = current[cube]
                     masks[cube] = new = old & ~bits
-                    have += _profile(new, levels).counts[level] - _profile(old, levels).counts[level]
+                    have += free[new] - free[old]
                 chosen.append(holding)
                 if have >= need:
                     break
@@ -559,7 +578,7 @@ class _Simulator:
             back, occupied = have, []
             for cube, bits in holding.spans:  # its cubes are in `masks`: it was released there
                 old = masks[cube]
-                back += _profile(old | bits, levels).counts[level] - _profile(old, levels).counts[level]
+                back += free[old | bits] - free[old]
                 occupied.append((cube, old | bits))
             if back < need:
                 kept.append(holding)
@@ -598,7 +617,7 @@ class _Simulator:
         for index in range(request.slices):
             for _ in range(demand.per_slice):
                 cube, offset = self.block.allocate(demand.level)
-                pieces.append(_Piece(index, cube, offset, demand.level))
+                pieces.append(tuple.__new__(_Piece, (index, cube, offset, demand.level)))  # _Piece(...), minus a call
         spans: dict[int, int] = {}
         for piece in pieces:
             spans[piece.cube] = spans.get(piece.cube, 0) | _bits(piece.offset, piece.level)
@@ -626,7 +645,7 @@ class _Simulator:
         del self.holdings[name]
         del self.by_rank[rank][name]
         if not self.by_rank[rank]:
-            self.active.remove(rank)
+            del self.active[bisect.bisect_left(self.active, rank)]
         self._queue(victim.request)
         detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
         self.events.append(Event(step, name, "preempted", detail, _cubes_of(victim), by=preemptor.name))
