@@ -382,7 +382,8 @@ class _Simulator:
     Two facts make it fast without changing a verdict. (1) Releasing cells never lowers a
     free-block count, so the greedy search of A6 fits exactly when evicting every strictly
     lower-priority workload would, and that count is the free blocks plus the occupied
-    blocks whose top holder ranks below the request: one Fenwick tree per block level.
+    blocks whose top holder ranks below the request: a Fenwick tree over priority ranks
+    with a column per block level.
     A failed search, and the reason of a pending workload, cost O(log n) instead of a sort
     of all priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
     workloads in queue order and admits exactly those that fit when popped; the others
@@ -419,7 +420,8 @@ class _Simulator:
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
         self.held = _Fenwick(len(distinct), levels + 3)
         self.count_column, self.chips_column = levels + 1, levels + 2
-        # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if free
+        # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if
+        # free; a block strictly inside one piece is never read and keeps -1 (see _hold)
         self.tops = [[-1] * (cubes << (levels - level)) for level in range(levels + 1)]
         # Kueue's queue order (A7): highest priority first, then creation order, then name.
         queue = sorted(self.requests, key=lambda r: (-r.priority, r.order, r.name))
