@@ -575,6 +575,8 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float) -> ControlPlan
                 "--cidr=127.128.0.0/16",
                 "--node-lease-duration-seconds=40",
                 # No --node-port/--server-address: kwok then serves no kubelet API (startServer).
+                # Its INFO log has a line per lease renewal (pkg/log/flags.go takes DEBUG..ERROR).
+                "--v=WARN",
             ],
         )
         return plane
