@@ -99,19 +99,24 @@ def baseline(requests: Sequence[Request]) -> list[tuple[Request, int]]:
 
 
 def timed(function: Callable[..., T], *args: object, runs: int) -> tuple[float, T]:
-    """The best wall time of `runs` calls (the least disturbed by whatever else runs on the machine), and a result."""
+    """The best CPU time of `runs` calls, and a result.
+
+    CPU time of this (single-threaded) process, not wall time: on a shared machine a call of
+    half a second is interrupted by other processes far more often than one of 5 ms, which
+    would skew the ratio; and the best of several is the least disturbed.
+    """
     times = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         result = function(*args)
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times), result
 
 
 def measure(model: Predict = predict, runs: int = RUNS) -> None:
     capacity = CUBES * (GENERATION.cube_topology.chips if GENERATION.cube_topology else 0)
     sorts = max(runs, SORT_RUNS)
-    print(f"block: {CUBES} cubes = {capacity} chips; best of {runs} run(s) of predict, of {sorts} of the sort")
+    print(f"block: {CUBES} cubes = {capacity} chips; CPU time, best of {runs} run(s) of predict, {sorts} of the sort")
     header = f"{'mix':<6} {'order':<8} {'n':>5} {'predict ms':>11} {'sort ms':>8} {'ratio':>6}  outcome"
     print(header)
     print("-" * len(header))
