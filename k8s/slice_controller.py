@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+from pulumi_kubernetes import policy
 from pulumi_kubernetes.admissionregistration import v1 as admission
 from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
@@ -50,6 +51,7 @@ WEBHOOK_SERVICE = f"{PREFIX}-webhook-service"
 CERT_SECRET = f"{PREFIX}-webhook-server-cert"
 WEBHOOK_CONFIG = f"{PREFIX}-mutating-webhook-configuration"
 SELECTOR = {"control-plane": "controller-manager", "app.kubernetes.io/name": "slice-controller"}
+REPLICAS = 2
 
 ARGS = (
     "--metrics-bind-address=:8443",
@@ -76,24 +78,41 @@ WEBHOOKS = (
 )
 
 
-def _rule(groups: Sequence[str], resources: Sequence[str], verbs: Sequence[str]) -> rbac.PolicyRuleArgs:
-    return rbac.PolicyRuleArgs(api_groups=list(groups), resources=list(resources), verbs=list(verbs))
+def _rule(
+    groups: Sequence[str], resources: Sequence[str], verbs: Sequence[str], names: Sequence[str] = ()
+) -> rbac.PolicyRuleArgs:
+    return rbac.PolicyRuleArgs(
+        api_groups=list(groups), resources=list(resources), verbs=list(verbs), resource_names=list(names) or None
+    )
 
 
 WATCH = ("get", "list", "watch")
 MANAGER_RULES = (
     _rule([""], ["events"], ["create", "patch", "update", "watch"]),
     _rule([""], ["nodes", "pods"], WATCH),
-    _rule([""], ["secrets"], [*WATCH, "update"]),
     _rule(["accelerator.gke.io"], ["slices"], ["create", "delete", "get", "list", "patch", "update", "watch"]),
     _rule(["accelerator.gke.io"], ["slices/finalizers"], ["update"]),
-    _rule(["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations"], [*WATCH, "update"]),
+    # Reads webhook configurations, but writes its CA into its own only.
+    _rule(["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations"], ["list", "watch"]),
+    _rule(["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations"], ["get", "update"], [WEBHOOK_CONFIG]),
     _rule(["batch"], ["jobs"], [*WATCH, "patch", "update"]),
     _rule(["jobset.x-k8s.io"], ["jobsets"], [*WATCH, "patch", "update"]),
     _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], [*WATCH, "patch", "update"]),
     _rule(["kueue.x-k8s.io"], ["admissionchecks"], WATCH),
     _rule(["kueue.x-k8s.io"], ["admissionchecks/status", "workloads/status"], ["get", "patch", "update"]),
     _rule(["kueue.x-k8s.io"], ["workloads"], ["create", "get", "list", "patch", "update", "watch"]),
+)
+# Its serving certificate lives in one Secret of its own namespace. The reference manifest grants
+# get/list/watch/update on every Secret of the cluster; the controller keeps its certificate the
+# way Kueue does (open-policy-agent/cert-controller: an empty Secret it fills, and the CA written
+# into its webhook configuration), and that rotator watches Secrets through a cache limited to the
+# Secret's namespace (cert-controller v0.16.0 pkg/rotator/rotator.go, `DefaultNamespaces`), which
+# is why Kueue v0.19.2 needs only a namespaced Role for them
+# (config/components/rbac/manager_secrets_role.yaml). The image is closed: that it uses the same
+# rotator is inferred from its manifest, and only a real cluster can prove it.
+CERT_RULES = (
+    _rule([""], ["secrets"], WATCH),
+    _rule([""], ["secrets"], ["update"], [CERT_SECRET]),
 )
 LEADER_ELECTION_RULES = (
     _rule([""], ["configmaps"], ["get", "list", "watch", "create", "update", "patch", "delete"]),
@@ -152,6 +171,19 @@ class SliceController(pulumi.ComponentResource):
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
         rbac_objects: list[pulumi.Resource] = [account]
 
+        cert_role = rbac.Role("cert-role", metadata=_meta(f"{PREFIX}-cert-role"), rules=list(CERT_RULES), opts=child)
+        rbac_objects.append(cert_role)
+        rbac_objects.append(
+            rbac.RoleBinding(
+                "cert-binding",
+                metadata=_meta(f"{PREFIX}-cert-rolebinding"),
+                role_ref=rbac.RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name=f"{PREFIX}-cert-role"
+                ),
+                subjects=[subject],
+                opts=child,
+            )
+        )
         leader_role = rbac.Role(
             "leader-election-role",
             metadata=_meta(f"{PREFIX}-leader-election-role"),
@@ -231,6 +263,15 @@ class SliceController(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="10m", update="10m"),
             ),
         )
+        # A drain or upgrade never takes both replicas at once.
+        policy.v1.PodDisruptionBudget(
+            "disruption-budget",
+            metadata=_meta(f"{PREFIX}-controller-manager"),
+            spec=policy.v1.PodDisruptionBudgetSpecArgs(
+                min_available=1, selector=meta.LabelSelectorArgs(match_labels=SELECTOR)
+            ),
+            opts=child,
+        )
         webhook_meta = _meta(WEBHOOK_CONFIG, namespaced=False)
         self.webhooks = admission.MutatingWebhookConfiguration(
             "mutating-webhooks",
@@ -279,7 +320,10 @@ class SliceController(pulumi.ComponentResource):
     @staticmethod
     def _deployment_spec(image: str) -> apps.DeploymentSpecArgs:
         return apps.DeploymentSpecArgs(
-            replicas=1,
+            # Two replicas: the webhooks fail closed, and controller-runtime serves them from every
+            # replica (leader election only picks who reconciles), so one node going away no
+            # longer blocks every Job, JobSet and LWS in the cluster.
+            replicas=REPLICAS,
             selector=meta.LabelSelectorArgs(match_labels=SELECTOR),
             template=core.PodTemplateSpecArgs(
                 metadata=meta.ObjectMetaArgs(
@@ -287,6 +331,14 @@ class SliceController(pulumi.ComponentResource):
                     annotations={"kubectl.kubernetes.io/default-container": "manager"},
                 ),
                 spec=core.PodSpecArgs(
+                    topology_spread_constraints=[
+                        core.TopologySpreadConstraintArgs(
+                            max_skew=1,
+                            topology_key="kubernetes.io/hostname",
+                            when_unsatisfiable="ScheduleAnyway",
+                            label_selector=meta.LabelSelectorArgs(match_labels=SELECTOR),
+                        )
+                    ],
                     service_account_name=SERVICE_ACCOUNT,
                     automount_service_account_token=True,  # a controller: it calls the API
                     termination_grace_period_seconds=10,

@@ -273,23 +273,44 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
     def __init__(self, mocks: PlanMocks):
         super().__init__(mocks)
         self.recorded: list[Resource] = []
+        self.real_urns: dict[str, str] = {}  # the mock monitor's URN -> the engine's
+
+    def _real(self, urn: str) -> str:
+        """The engine's URN for one the mock monitor made; provider references ("urn::id") too."""
+        if urn in self.real_urns:
+            return self.real_urns[urn]
+        head, sep, tail = urn.rpartition("::")
+        if sep and head in self.real_urns:
+            return f"{self.real_urns[head]}::{tail}"
+        return engine_urn(urn)
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
+        # The mock monitor chains only the parent's last type into a child's URN; the engine chains
+        # the parent's whole qualified type (pkg/resource/deploy/deployment.go, `generateURN`), so
+        # a resource three components deep has another URN. Found by tests/test_real_engine.py.
+        parent = self._real(request.parent) if request.parent else ""
+        prefix, _, _ = response.urn.rpartition("::")
+        stack_project = "::".join(prefix.split("::")[:-1])
+        if parent and "::pulumi:pulumi:Stack::" not in parent:
+            qualified = f"{parent.split('::')[2]}${request.type}"
+        else:
+            qualified = request.type
+        self.real_urns[response.urn] = engine_urn(f"{stack_project}::{qualified}::{request.name}")
         inputs = rpc.deserialize_properties(request.object)
         registered = self.resources[response.urn]
         self.recorded.append(
             Resource(
-                urn=engine_urn(response.urn),
+                urn=self.real_urns[response.urn],
                 type=request.type,
                 name=request.name,
                 custom=bool(request.custom),
                 remote=bool(request.remote),
-                parent=engine_urn(request.parent),
-                provider=engine_urn(request.provider),
-                dependencies=[engine_urn(dep) for dep in request.dependencies],
+                parent=parent,
+                provider=self._real(request.provider) if request.provider else "",
+                dependencies=[self._real(dep) for dep in request.dependencies],
                 inputs=dict(inputs),
                 outputs=dict(registered.state),
                 protect=bool(request.protect),

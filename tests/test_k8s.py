@@ -268,3 +268,48 @@ def test_manifests_are_written_for_review(checks_plan: PlanResult, tmp_path: Any
     assert "llm-d-pd-disaggregation--jobset--superslicing-check.yaml" in names
     assert "kueue-system--helm-release--kueue.yaml" in names
     assert "cluster--clusterqueue--dev-tpu.yaml" in names
+
+
+SLICE_CONTROLLER_NS = "slice-controller-system"
+
+
+def _rules(plan: PlanResult, kind: str) -> list[dict[str, Any]]:
+    return [
+        rule for role in plan.of_type(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}") for rule in role.get("rules")
+    ]
+
+
+def test_slice_controller_reads_and_writes_only_its_own_secret_and_webhook_configuration(dev_plan: PlanResult) -> None:
+    cluster_wide = _rules(dev_plan, "ClusterRole")
+    assert not [r for r in cluster_wide if "secrets" in r.get("resources", [])]
+    webhook_writes = [
+        r
+        for r in cluster_wide
+        if "mutatingwebhookconfigurations" in r.get("resources", [])
+        and {"update", "patch", "create", "delete"} & set(r["verbs"])
+    ]
+    assert webhook_writes and all(
+        r.get("resourceNames") == ["slice-controller-mutating-webhook-configuration"] for r in webhook_writes
+    )
+    roles = [r for r in dev_plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role") if r.name == "cert-role"]
+    assert [role.get("metadata.namespace") for role in roles] == [SLICE_CONTROLLER_NS]
+    secret_writes = [r for r in roles[0].get("rules") if "update" in r["verbs"]]
+    assert secret_writes == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["update"],
+            "resourceNames": ["slice-controller-webhook-server-cert"],
+        }
+    ]
+
+
+def test_slice_controller_survives_losing_one_replica(dev_plan: PlanResult) -> None:
+    deployment = dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager")
+    assert deployment.get("spec.replicas") == 2
+    assert "--leader-elect" in deployment.get("spec.template.spec.containers.0.args")
+    spread = deployment.get("spec.template.spec.topologySpreadConstraints")
+    assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname"]
+    budget = dev_plan.one("kubernetes:policy/v1:PodDisruptionBudget", "disruption-budget")
+    assert budget.get("spec.minAvailable") == 1
+    assert budget.get("spec.selector.matchLabels") == deployment.get("spec.selector.matchLabels")
