@@ -133,6 +133,7 @@ controllers = Controllers(
             name: {"jobset": versions.jobset, "kueue": versions.kueue, "lws": versions.lws}[name]
             for name in needed_controllers
         },
+        install=config.controllers.install,
     ),
 )
 
@@ -145,7 +146,7 @@ if serving.dynamic_slicing:
             pod_cidr=str(net.pod_cidr),
             # Also on the TPU pools, for the teardown: workloads, then the slice controller, then
             # the pools, then the cluster (tests/test_teardown.py).
-            depends_on=[*controllers.releases.values(), tpu_pools],
+            depends_on=[*controllers.ready(), tpu_pools],
         ),
     )
     vms = pool_count * nodes_per_pool
@@ -161,7 +162,7 @@ if serving.dynamic_slicing:
             tpu_chips=config.tpu.total_chips,
             vcpus=vms * machine.vcpus,
             memory_gib=vms * machine.memory_gib,
-            kueue=controllers.releases["kueue"],
+            kueue=controllers.ready("kueue"),
             slice_controller=slice_controller,
         ),
     )
@@ -202,7 +203,7 @@ if serving.dynamic_slicing:
                 image=versions.jax_tpu_image,
                 checks=checks,
                 # TPU consumers wait for the pools, so a destroy removes them first.
-                depends_on=[tpu_pools, slice_controller, controllers.releases["jobset"], queues, serving_policies],
+                depends_on=[tpu_pools, slice_controller, *controllers.ready("jobset"), queues, serving_policies],
             ),
         )
 
@@ -297,7 +298,7 @@ if serving.backend is Backend.VLLM_PD:
             hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
             # TPU consumers: after the pools (so destroyed before them), the slice
             # controller's webhooks, LWS, the queue and the priority classes.
-            depends_on=[tpu_pools, slice_controller, controllers.releases["lws"], queues, access, serving_policies],
+            depends_on=[tpu_pools, slice_controller, *controllers.ready("lws"), queues, access, serving_policies],
         ),
     )
     if serving.smoke_test.enabled:
@@ -347,7 +348,7 @@ if serving.backend is Backend.SAXML:
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
             pod_cidr=str(net.pod_cidr),
-            depends_on=[controllers.releases["jobset"]],
+            depends_on=controllers.ready("jobset"),
             tpu_pools=[tpu_pools],
         ),
     )
@@ -383,7 +384,7 @@ if serving.backend is Backend.JETSTREAM:
             exposure=serving.http.type,
             source_ranges=[str(r) for r in serving.http.source_ranges],
             pod_cidr=str(net.pod_cidr),
-            depends_on=list(controllers.releases.values()),
+            depends_on=controllers.ready(),
             tpu_pools=[tpu_pools],
         ),
     )

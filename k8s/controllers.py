@@ -37,6 +37,9 @@ INSTALL_TIMEOUT_SECONDS = 600
 class ControllersArgs:
     provider: kubernetes.Provider
     versions: Mapping[str, str]  # release name -> chart version, for the controllers to install
+    # False: a platform team runs them already (a shared cluster); nothing is installed, and the
+    # objects that need them wait for nothing (their APIs and webhooks must already serve).
+    install: bool = True
 
 
 def _release(
@@ -80,5 +83,11 @@ class Controllers(pulumi.ComponentResource):
         self.releases = {
             release: _release(CHARTS[release], version, VALUES.get(release, {}), child)
             for release, version in args.versions.items()
+            if args.install
         }
-        self.register_outputs({"releases": sorted(self.releases)})
+        self.register_outputs({"releases": sorted(self.releases), "installed": args.install})
+
+    def ready(self, *names: str) -> list[pulumi.Resource]:
+        """What an object that needs these controllers waits for: their releases when the program
+        installs them, nothing when they were installed before it."""
+        return [self.releases[name] for name in (names or tuple(self.releases)) if name in self.releases]

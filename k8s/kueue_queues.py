@@ -39,7 +39,7 @@ class KueueQueuesArgs:
     tpu_chips: int
     vcpus: int
     memory_gib: int
-    kueue: pulumi.Resource
+    kueue: Sequence[pulumi.Resource]  # Kueue's release, or nothing when it is already installed
     slice_controller: pulumi.Resource
 
 
@@ -84,7 +84,7 @@ class KueueQueues(pulumi.ComponentResource):
     def __init__(self, name: str, args: KueueQueuesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:KueueQueues", name, None, opts)
         names = args.names
-        after_kueue = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.kueue])
+        after_kueue = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.kueue))
 
         def resource(
             logical: str,
@@ -110,7 +110,7 @@ class KueueQueues(pulumi.ComponentResource):
                 "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": args.accelerator_label},
                 "topologyName": names.kueue_topology,
             },
-            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.kueue, topology]),
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.kueue, topology]),
         )
         check = resource(
             "admission-check",
@@ -128,7 +128,7 @@ class KueueQueues(pulumi.ComponentResource):
             ),
             cluster_queue_spec(args),
             pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[args.kueue, args.slice_controller, flavor, check]
+                parent=self, provider=args.provider, depends_on=[*args.kueue, args.slice_controller, flavor, check]
             ),
         )
         self.namespace = core.Namespace(
@@ -144,7 +144,7 @@ class KueueQueues(pulumi.ComponentResource):
             _metadata(LOCAL_QUEUE, args.namespace),
             {"clusterQueue": names.cluster_queue},
             pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[args.kueue, cluster_queue, self.namespace]
+                parent=self, provider=args.provider, depends_on=[*args.kueue, cluster_queue, self.namespace]
             ),
         )
         self.priority_classes = {

@@ -699,6 +699,14 @@ class ObservabilityConfig(StrictModel):
     alerts: AlertsConfig = Field(default_factory=lambda: AlertsConfig.model_validate({}))
 
 
+class ControllersConfig(StrictModel):
+    """Whether the program installs JobSet, Kueue and LeaderWorkerSet (its pinned Helm charts), or
+    uses the ones a platform team already runs in a shared cluster (at the `versions` pinned here:
+    the program cannot check an installed controller's version, so the README says who must)."""
+
+    install: bool = True
+
+
 class StackConfig(StrictModel):
     zone: str = Field(..., pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z0-9]+$")
     region: str | None = Field(None, pattern=r"^[a-z]+-[a-z]+[0-9]+$")
@@ -710,6 +718,7 @@ class StackConfig(StrictModel):
     tpu: TpuConfig = Field(default_factory=lambda: TpuConfig.model_validate({}))
     versions: Versions = Field(default_factory=lambda: Versions.model_validate({}))
     kueue: KueueConfig = Field(default_factory=lambda: KueueConfig.model_validate({}))
+    controllers: ControllersConfig = Field(default_factory=lambda: ControllersConfig.model_validate({}))
     checks: ChecksConfig = Field(default_factory=lambda: ChecksConfig.model_validate({}))
     serving: ServingConfig = Field(default_factory=lambda: ServingConfig.model_validate({}))
     observability: ObservabilityConfig = Field(default_factory=lambda: ObservabilityConfig.model_validate({}))

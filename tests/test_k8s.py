@@ -313,3 +313,20 @@ def test_slice_controller_survives_losing_one_replica(dev_plan: PlanResult) -> N
     budget = dev_plan.one("kubernetes:policy/v1:PodDisruptionBudget", "disruption-budget")
     assert budget.get("spec.minAvailable") == 1
     assert budget.get("spec.selector.matchLabels") == deployment.get("spec.selector.matchLabels")
+
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def test_controllers_already_installed_means_no_release_and_nothing_else_changes(
+    dev_plan: PlanResult, run_dev: Any
+) -> None:
+    """A shared cluster's platform team runs JobSet, Kueue and LWS: the stack installs none of
+    them and registers everything else exactly as before."""
+    shared = run_dev({"controllers": {"install": False}})
+    assert {r.name for r in dev_plan.of_type(RELEASE)} == {"jobset", "kueue", "lws"}
+    assert shared.of_type(RELEASE) == []
+    releases = {r.urn for r in dev_plan.of_type(RELEASE)}
+    assert {r.urn for r in shared.resources} == {r.urn for r in dev_plan.resources} - releases
+    # Nothing waits for a release that is not there.
+    assert not [r.urn for r in shared.resources if set(r.dependencies) & releases]
