@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine policy-venv real-preview
+.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ policy-venv: policy/venv/.ready
 ## engine: build the real pulumi CLI and Kubernetes provider from pinned Go modules (cached outside the repo)
 engine:
 	bash tools/engine/build.sh
+
+## controlplane: build the local control plane's etcd, kube-apiserver, kube-scheduler and kwok (cached outside the repo)
+controlplane:
+	bash tools/controlplane/build.sh
 
 ## real-preview: a real `pulumi preview` of stack $(STACK) on a local backend (stand-ins for GCP, see README)
 real-preview: engine $(VENV)/.dev policy/venv/.ready
@@ -65,11 +69,11 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev engine policy/venv/.ready
+unit: $(VENV)/.dev engine controlplane policy/venv/.ready
 	$(PY) -m pytest -n auto
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
-bench: $(VENV)/.dev engine policy/venv/.ready
+bench: $(VENV)/.dev engine controlplane policy/venv/.ready
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_engine.py
 
