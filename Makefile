@@ -27,7 +27,7 @@ policy-venv: policy/venv/.ready
 engine:
 	bash tools/engine/build.sh
 
-## controlplane: build the local control plane's etcd, kube-apiserver, kube-scheduler and kwok (cached outside the repo)
+## controlplane: build the local control plane's etcd, kube-apiserver, -controller-manager, -scheduler and kwok (cached outside the repo)
 controlplane:
 	bash tools/controlplane/build.sh
 
