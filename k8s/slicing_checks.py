@@ -1,6 +1,6 @@
 """JobSets that prove sub-slicing and super-slicing with a real JAX program.
 
-Each pod runs `workloads/slice_check.py` (shipped in a ConfigMap) on a pinned
+Each pod runs `pods/slice_check.py` (shipped in a ConfigMap) on a pinned
 JAX TPU image: it checks device counts against the slice shape, runs a
 cross-device collective and exits, so the Job completes or fails instead of
 sleeping forever as the reference's pods do.
@@ -23,7 +23,7 @@ from k8s import network_policies, pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 
-PROGRAM = Path(__file__).resolve().parent.parent / "workloads" / "slice_check.py"
+PROGRAM = Path(__file__).resolve().parent.parent / "pods" / "slice_check.py"
 MOUNT = "/opt/slice-check"
 CONFIG_MAP = "slice-check-program"
 SERVICE_ACCOUNT = "slice-check"

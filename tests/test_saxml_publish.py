@@ -1,4 +1,4 @@
-"""Tests for workloads/saxml_publish.py.
+"""Tests for pods/saxml_publish.py.
 
 The parsers are tested as pure functions. The flow runs against a real HTTP
 server on 127.0.0.1 (``FakeSax``) that follows the sax-http contract of the
@@ -35,9 +35,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workloads import saxml_publish as sp
+from pods import saxml_publish as sp
 
-SCRIPT = Path(__file__).resolve().parents[1] / "workloads" / "saxml_publish.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "saxml_publish.py"
 
 KEY = "/sax/test/lm175b"
 MODEL_PATH = "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test"

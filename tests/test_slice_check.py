@@ -1,4 +1,4 @@
-"""Tests for workloads/slice_check.py.
+"""Tests for pods/slice_check.py.
 
 Pure helpers are tested in-process. The real program runs in subprocesses on
 fake CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=N), since
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workloads import slice_check as sc
+from pods import slice_check as sc
 
-SCRIPT = Path(__file__).resolve().parents[1] / "workloads" / "slice_check.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "slice_check.py"
 TIMEOUT_SECONDS = 180
 
 # Env vars the program reads; cleared so the developer's shell cannot leak in.

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from workloads import smoke_test as smoke
+from pods import smoke_test as smoke
 
 ANSWER = {"choices": [{"text": "fine", "message": {"content": "fine"}}]}
 

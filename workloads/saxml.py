@@ -30,7 +30,7 @@ from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from k8s.provider import COMMON_LABELS
 from workloads.jetstream import ingress_ip
 
-PUBLISH_SCRIPT = Path(__file__).resolve().parent / "saxml_publish.py"
+PUBLISH_SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "saxml_publish.py"
 KSA = "sax-sa"  # the cell's Google identity (admin and model servers use the bucket)
 HTTP_ACCOUNT = "sax-http"  # no Google access: sax-http only forwards to the cell
 PUBLISH_ACCOUNT = "sax-publish"  # no Google access: the Job only calls sax-http

@@ -22,7 +22,7 @@ from pulumi_kubernetes.meta import v1 as meta
 from k8s.inference_gateway import http_url
 from k8s.provider import COMMON_LABELS
 
-SCRIPT = Path(__file__).resolve().parent / "smoke_test.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "smoke_test.py"
 MOUNT = "/opt/smoke-test"
 
 

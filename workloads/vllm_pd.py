@@ -72,7 +72,7 @@ PREFILL_METRICS_SERVICE = "vllm-prefill-leaders"
 
 def prefill_metrics_service_body(guide: str, namespace: str) -> dict[str, Any]:
     """A headless Service of the prefill leaders: one DNS address per ready leader, so the smoke
-    test can read every prefill pod's prompt-token counter (workloads/smoke_test.py)."""
+    test can read every prefill pod's prompt-token counter (pods/smoke_test.py)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
