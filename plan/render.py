@@ -199,7 +199,7 @@ def software_lines(result: PlanResult, config: StackConfig) -> list[str]:
     for release in sorted(result.of_type("kubernetes:helm.sh/v3:Release"), key=lambda r: r.name):
         chart = f"{release.get('chart')} {release.get('version')}"
         lines.append(f"  {release.get('name'):<8} {chart} -> ns {release.get('namespace')}")
-    for deployment in result.of_type("kubernetes:apps/v1:Deployment"):
+    for deployment in sorted(result.of_type("kubernetes:apps/v1:Deployment"), key=lambda r: r.urn):
         for container in deployment.get("spec.template.spec.containers") or []:
             lines.append(f"  {deployment.get('metadata.name')}: {container['image']}")
     for cq in result.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):

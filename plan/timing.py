@@ -117,7 +117,9 @@ def serving_target(result: PlanResult) -> Resource:
         meta = resource.inputs.get("metadata") if isinstance(resource.inputs, dict) else None
         if resource.type in SERVING_KINDS and isinstance(meta, dict) and meta.get("name") in SERVING_SECONDS:
             return resource
-    return max((r for r in result.resources if r.custom), key=lambda r: timeline_finish(result)[r.urn])
+    finish = timeline_finish(result)
+    # Ties broken by URN: registration order varies from run to run (outputs resolve concurrently).
+    return max((r for r in result.resources if r.custom), key=lambda r: (finish[r.urn], r.urn))
 
 
 def timeline_finish(result: PlanResult) -> dict[str, int]:
@@ -147,7 +149,8 @@ def timeline(result: PlanResult) -> Timeline:
     urn: str | None = target.urn
     while urn is not None:
         path.append((by_urn[urn], start[urn], finish[urn]))
-        urn = max(preds.get(urn, ()), key=lambda p: finish[p], default=None)
+        # Ties broken by URN: predecessors are a set, whose order changes with every process.
+        urn = max(preds.get(urn, ()), key=lambda p: (finish[p], p), default=None)
     ancestors: set[str] = set()
     stack = [target.urn]
     while stack:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +75,33 @@ def test_plan_out_replaces_only_what_an_earlier_plan_wrote(tmp_path: Path) -> No
     marker.write_text(marker.read_text() + "stale--configmap--gone.yaml\n")
     main(["--stack", "dev", "--out", str(out)])
     assert {p.name for p in out.glob("*.yaml")} == first
+
+
+@pytest.mark.parametrize("stack", ["dev-b", "saxml-v5e"])
+def test_the_plan_is_the_same_in_every_process(stack: str, tmp_path: Path) -> None:
+    """The plan and its JSON are compared across revisions in pull requests: ties (equal finish
+    times, resources registered concurrently) must not flip with the hash seed or the scheduling."""
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"{seed}.json"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "plan",
+                "--stack",
+                stack,
+                "--preview",
+                "--json",
+                str(out),
+                "--out",
+                str(tmp_path / seed),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        outputs.append((done.stdout.replace(str(tmp_path / seed), "OUT"), out.read_text()))
+    assert outputs[0] == outputs[1]

@@ -1,0 +1,175 @@
+"""Disaggregated prefill/decode vLLM on dynamic TPU7x sub-slices, behind llm-d's router and an
+internal Gateway (the llm-d `pd-disaggregation` guide)."""
+
+from __future__ import annotations
+
+import pulumi
+
+from backends.foundation import Foundation, Served
+from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
+from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs, http_url
+from k8s.kueue_queues import LOCAL_QUEUE
+from k8s.network_policies import Allowance
+from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
+from settings.model import StackConfig
+from workloads.model_access import ModelAccess, ModelAccessArgs
+from workloads.smoke_job import JOB_NAME as SMOKE_JOB
+from workloads.smoke_job import SmokeJob, SmokeJobArgs
+from workloads.vllm_command import VllmServe
+from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector, prefill_metrics_url
+from workloads.vllm_pd import network_allowances as vllm_allowances
+
+GUIDE = "pd-disaggregation"  # the llm-d guide this backend follows; names its router and pool
+SERVICE_ACCOUNT = "vllm-model-server"
+
+
+def allowances(config: StackConfig) -> list[Allowance]:
+    """What the serving namespace admits for the picker and the model servers."""
+    serving, proxy_cidr = config.serving, str(config.network.proxy_cidr)
+    return [
+        *epp_allowances(GUIDE, proxy_cidr),
+        *vllm_allowances(
+            GUIDE,
+            {role: getattr(serving, role).replicas for role in ("prefill", "decode")},
+            picker=epp_selector(GUIDE),
+            proxy_cidr=proxy_cidr,
+            smoke_test_job=SMOKE_JOB if serving.smoke_test.enabled else None,
+        ),
+    ]
+
+
+def _roles(base: Foundation) -> list[RolePlan]:
+    serving, generation = base.config.serving, base.generation
+    model, vllm = serving.model, serving.vllm
+    roles = []
+    for role_name in ("prefill", "decode"):
+        role = getattr(serving, role_name)
+        shape_devices = generation.devices(generation.subslice(role.topology))
+        roles.append(
+            RolePlan(
+                serve=VllmServe(
+                    role=role_name,
+                    model_uri=f"gs://{model.weights_bucket}/{model.path}".rstrip("/"),
+                    served_model_name=model.name,
+                    tensor_parallel_size=vllm.tensor_parallel_size or shape_devices,
+                    max_model_len=vllm.max_model_len,
+                    max_num_batched_tokens=vllm.max_num_batched_tokens,
+                    max_num_seqs=vllm.max_num_seqs,
+                    kv_cache_dtype=vllm.kv_cache_dtype,
+                    enable_expert_parallel=vllm.enable_expert_parallel,
+                    load_format=vllm.load_format,
+                ),
+                replicas=role.replicas,
+                topology=role.topology,
+            )
+        )
+    return roles
+
+
+def deploy(base: Foundation) -> Served:
+    config, provider = base.config, base.provider
+    serving, versions, names = config.serving, config.versions, config.names
+    model = serving.model
+    queues, slice_controller, policies = base.queues, base.slice_controller, base.serving_policies
+    # Validated: vllm-pd runs on the dynamic-slicing platform and reads its weights from a bucket.
+    assert queues is not None and slice_controller is not None and policies is not None
+    assert model.weights_bucket is not None
+    priority = dict(config.kueue.priorities.items())
+    access = ModelAccess(
+        "model-access",
+        ModelAccessArgs(
+            provider=provider,
+            project=config.project,
+            bucket=model.weights_bucket,
+            namespace=serving.namespace,
+            service_account=SERVICE_ACCOUNT,
+            depends_on=queues.namespace,
+        ),
+    )
+    inference_crds = InferenceCrds(
+        "inference-crds",
+        InferenceCrdsArgs(
+            kubeconfig=base.cluster.kubeconfig,
+            version=versions.gateway_api_inference_extension,
+            depends_on=[base.cluster.cluster, base.cluster.system_pool],
+        ),
+    )
+    gateway = InferenceGateway(
+        "gateway",
+        InferenceGatewayArgs(
+            provider=provider,
+            name=serving.gateway.name,
+            namespace=serving.namespace,
+            address_timeout_seconds=serving.gateway.address_timeout_seconds,
+            # The internal load balancer needs the proxy-only subnet.
+            depends_on=[queues.namespace, base.network.proxy_subnet],
+        ),
+    )
+    router = Router(
+        "router",
+        RouterArgs(
+            provider=provider,
+            name=GUIDE,
+            namespace=serving.namespace,
+            gateway_name=serving.gateway.name,
+            pool_selector=pool_selector(GUIDE),
+            image=versions.endpoint_picker_image,
+            depends_on=[inference_crds, queues.namespace, policies],
+            gateway=gateway.gateway,
+        ),
+    )
+    pd = VllmPd(
+        "vllm-pd",
+        VllmPdArgs(
+            provider=provider,
+            namespace=serving.namespace,
+            guide=GUIDE,
+            model_label=model.label,
+            generation=base.generation,
+            machine_vcpus=base.machine.vcpus,
+            machine_memory_gib=base.machine.memory_gib,
+            image=versions.vllm_image,
+            sidecar_image=versions.routing_sidecar_image,
+            service_account=SERVICE_ACCOUNT,
+            bucket=model.weights_bucket,
+            log_level=serving.vllm.log_level,
+            local_queue=LOCAL_QUEUE,
+            priority_class=names.priority_class("high", priority["high"]),
+            roles=_roles(base),
+            hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
+            # TPU consumers: after the pools (so destroyed before them), the slice
+            # controller's webhooks, LWS, the queue and the priority classes.
+            depends_on=[
+                base.tpu_pools,
+                slice_controller,
+                *base.controllers.ready("lws"),
+                queues,
+                access,
+                policies,
+            ],
+        ),
+    )
+    if serving.smoke_test.enabled:
+        SmokeJob(
+            "smoke-test",
+            SmokeJobArgs(
+                provider=provider,
+                namespace=serving.namespace,
+                gateway_address=gateway.address,
+                model=model.name,
+                image=versions.smoke_test_image,
+                deadline_seconds=serving.smoke_test.deadline_seconds,
+                serving_spec=[serving.model_dump(mode="json"), versions.model_dump(mode="json")],
+                depends_on=[pd, router, slice_controller],
+                prefill_metrics_url=prefill_metrics_url(serving.namespace),
+            ),
+        )
+    address: pulumi.Output[str] = gateway.address
+    return Served(
+        outputs={
+            "gatewayIp": address,
+            "completionsUrl": address.apply(lambda ip: http_url(ip, "/v1/completions")),
+            "chatCompletionsUrl": address.apply(lambda ip: http_url(ip, "/v1/chat/completions")),
+        },
+        monitored_after=[queues.namespace],
+    )
