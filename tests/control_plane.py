@@ -69,6 +69,9 @@ NODE_VERSION = "v1.36.3-gke.0"
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
 TPU_RESOURCE = "google.com/tpu"  # the device plugin's resource (k8s/kueue_queues.py TPU_RESOURCE)
 
+# kwok's fast stage that completes the running pods of Jobs (share/kwok-stages, from build.sh).
+COMPLETE_STAGE = "pod-complete.yaml"
+
 T = TypeVar("T")
 
 
@@ -461,7 +464,7 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None 
         return False
 
 
-def _start_once(workdir: Path, service_cidr: str, timeout: float) -> ControlPlane:
+def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs: bool = True) -> ControlPlane:
     started = time.monotonic()
     for sub in ("logs", "certs", "etcd"):
         (workdir / sub).mkdir(exist_ok=True)
@@ -562,6 +565,8 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float) -> ControlPlan
             [f"--kubeconfig={scheduler_config}", "--leader-elect=false", "--secure-port=0", "--v=1"],
         )
         stages = sorted((cache_dir() / "share" / "kwok-stages").glob("*.yaml"))
+        if not complete_jobs:
+            stages = [stage for stage in stages if stage.name != COMPLETE_STAGE]
         _start(
             plane,
             "kwok",
@@ -592,9 +597,13 @@ def control_plane(
     service_cidr: str = "10.20.0.0/20",
     timeout: float = 90.0,
     keep: bool = False,
+    complete_jobs: bool = True,
 ) -> Iterator[ControlPlane]:
     """Start etcd, kube-apiserver, kube-scheduler and kwok; create `nodes` and wait until kwok has
     made them Ready. Everything is stopped and the temporary folder removed on exit (unless `keep`).
+
+    kwok's fast stages complete every running pod a Job owns at once; `complete_jobs=False` leaves
+    that stage out, so Job pods run until deleted (as the slicing checks, which sleep forever).
     """
     missing = missing_binaries()
     if missing:
@@ -606,7 +615,7 @@ def control_plane(
         started = time.monotonic()
         for attempt in range(3):
             try:
-                plane = _start_once(workdir, service_cidr, timeout)
+                plane = _start_once(workdir, service_cidr, timeout, complete_jobs)
                 break
             except _AddressInUseError:
                 # A free port was taken between choosing and binding it: choose again.

@@ -255,3 +255,15 @@ def test_controller_manager_rolls_out_a_deployment_on_the_system_pool(plane: cp.
         for p in pods
     }
     assert pools == {dev.names.system_pool}
+
+
+@pytest.mark.parametrize("name", ["kueue", "jobset", "lws"])
+def test_controller_wrapper_modules_pin_the_versions_the_program_installs(name: str) -> None:
+    """tools/controlplane/<name>/go.mod builds the controller at the tag of settings' Versions (build.sh checks too)."""
+    from settings.model import Versions
+
+    text = (ROOT / "tools" / "controlplane" / name / "go.mod").read_text()
+    match = re.search(rf"^\s+sigs\.k8s\.io/{name} (v\S+)", text, re.MULTILINE)
+    assert match, f"tools/controlplane/{name}/go.mod pins no sigs.k8s.io/{name}"
+    assert match.group(1) == "v" + getattr(Versions(), name).removeprefix("v")
+    assert re.search(rf"^tool sigs\.k8s\.io/{name}\b", text, re.MULTILINE), "the controller's main package is the tool"

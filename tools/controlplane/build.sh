@@ -11,6 +11,13 @@
 #   share/kwok-stages/*.yaml                kwok's own "fast" Stages (node init, heartbeat with lease,
 #                                           pod ready/complete/delete), copied from its module download;
 #                                           kwok v0.6+ does nothing to nodes or pods without Stages
+#   bin/kueue, bin/jobset, bin/lws          sigs.k8s.io/kueue, sigs.k8s.io/jobset, sigs.k8s.io/lws (pins:
+#                                           kueue/, jobset/, lws/ go.mod), the controllers the program
+#                                           installs; their tags must equal settings/model.py Versions
+#                                           (the chart versions are the module tags), checked here
+#   share/{kueue,jobset,lws}/webhooks.yaml  each controller's own webhook configurations, and
+#   share/kueue/crds/*.yaml                 Kueue's CRDs, copied from its module download for
+#                                           tests/controllers.py (run out of cluster, tests only)
 # Idempotent: a binary whose recorded pin matches is kept.
 #
 # Only the pins (go.mod, go.sum) and this script are committed; the module downloads live in the
@@ -113,8 +120,56 @@ if [ "$(cat "$cache/stamps/kwok-stages" 2>/dev/null)" != "$kwok" ]; then
     echo "$kwok" > "$cache/stamps/kwok-stages"
 fi
 
+# --- Kueue, JobSet and LWS -----------------------------------------------------------------------
+# One place for their versions: settings/model.py Versions (the program's Helm charts). The wrapper
+# modules pin the same tags; a mismatch stops the build instead of testing other controllers.
+settings_version() {
+    sed -n "s/^ *$1: ChartVersion = \"v\{0,1\}\([^\"]*\)\".*/v\1/p" "$here/../../settings/model.py"
+}
+controllers=""
+for spec in kueue:sigs.k8s.io/kueue:sigs.k8s.io/kueue/cmd/kueue \
+    jobset:sigs.k8s.io/jobset:sigs.k8s.io/jobset lws:sigs.k8s.io/lws:sigs.k8s.io/lws/cmd; do
+    IFS=: read -r name module main <<< "$spec"
+    version="$(module_version "$name" "$module")"
+    wanted="$(settings_version "$name")"
+    if [ "$version" != "$wanted" ]; then
+        say "$name: tools/controlplane/$name/go.mod pins $module $version, settings/model.py Versions.$name is $wanted;" \
+            "update the wrapper module (cd tools/controlplane/$name && go get $main@$wanted && go mod tidy)"
+        exit 1
+    fi
+    controllers+=" $name $version,"
+    if stamp_ok "$name" "$version stripped"; then
+        say "$name $version is in place"
+        continue
+    fi
+    say "building $name $version"
+    t=$(date +%s)
+    # Each release's Makefile sets its pkg/version.GitVersion through -X (the controller logs it).
+    (cd "$here/$name" && go build -trimpath \
+        -ldflags "-s -w -X $module/pkg/version.GitVersion=$version" -o "$bin/$name" "$main")
+    echo "$version stripped" > "$cache/stamps/$name"
+    built+=("$name $version in $(($(date +%s) - t)) s")
+done
+# Each controller's own webhook configurations (and Kueue's full CRD set: ../shared/crds holds only
+# part of it), copied from the release's module download so tests/controllers.py can run that
+# controller out of cluster; these files are used only there, never by the program.
+for spec in kueue:sigs.k8s.io/kueue:config/components/webhook/manifests.yaml \
+    jobset:sigs.k8s.io/jobset:config/components/webhook/manifests.yaml lws:sigs.k8s.io/lws:config/webhook/manifests.yaml; do
+    IFS=: read -r name module manifests <<< "$spec"
+    version="$(module_version "$name" "$module")"
+    share="$cache/share/$name"
+    [ "$(cat "$cache/stamps/$name-share" 2>/dev/null)" = "$version" ] && continue
+    dir="$(module_dir "$name" "$module")"
+    rm -rf "$share" && mkdir -p "$share"
+    install -m 0644 "$dir/$manifests" "$share/webhooks.yaml"
+    if [ "$name" = kueue ]; then
+        mkdir -p "$share/crds" && install -m 0644 "$dir"/config/components/crd/bases/*.yaml "$share/crds/"
+    fi
+    echo "$version" > "$cache/stamps/$name-share"
+done
+
 for line in "${built[@]+"${built[@]}"}"; do say "built $line"; done
-say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler $k8s, etcd $etcd, kwok $kwok in $bin"
+say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler $k8s, etcd $etcd, kwok $kwok,${controllers%,} in $bin"
 # Disk only after a build: measuring the shared Go caches takes seconds.
 if [ "${#built[@]}" -gt 0 ]; then
     say "disk: binaries $(du -sh "$bin" | cut -f1); Go module cache $(du -sh "$(go env GOMODCACHE)" | cut -f1)," \

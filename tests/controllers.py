@@ -1,0 +1,374 @@
+"""The program's controllers on a local control plane: real Kueue, JobSet and LWS, run out of cluster.
+
+`make controlplane` (tools/controlplane/build.sh) builds the three controllers at the versions of
+settings/model.py Versions and copies each release's own webhook configurations (and Kueue's CRDs)
+into $TPU_SLICING_CONTROLPLANE/share. `controllers(plane)` installs the CRDs, starts the three
+controllers as processes on loopback (each with its own webhook port, one serving certificate for
+127.0.0.1), waits until each answers /readyz, then registers its webhooks pointing at it, and
+starts the slice admission-check stand-in (tests/standins/slice_admission.py):
+
+    with control_plane(nodes) as plane, controllers(plane) as running:
+        plane.apply(...)
+
+Everything runs as the plane's admin user (no RBAC of the charts), without leader election, metrics
+or internal certificate management. Kueue insists on a metrics certificate at the fixed path
+/etc/kueue/metrics/certs (its cmd/kueue/main.go watches it whenever internal certificate management
+is off), so it runs in a private mount namespace with an overlay over /etc that holds the test
+certificate; the host's /etc is never written. That needs `unshare` and overlayfs (root, or a user
+namespace that may mount), as on the machines the tests run on.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests import control_plane as cp
+from tests.standins import slice_admission
+
+CONTROLLERS = ("kueue", "jobset", "lws")
+CRDS_ENV = "TPU_SLICING_CRDS"
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACES = {"kueue": "kueue-system", "jobset": "jobset-system", "lws": "lws-system"}
+# The config APIs of each release (cmd/.../main.go --config; apis/config in each module).
+CONFIG_API = {
+    "kueue": "config.kueue.x-k8s.io/v1beta2",
+    "jobset": "config.jobset.x-k8s.io/v1alpha1",
+    "lws": "config.lws.x-k8s.io/v1alpha1",
+}
+# The integrations the program uses (JobSet checks, LWS and JobSet servers) and Kueue's defaults.
+KUEUE_FRAMEWORKS = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+)
+# API groups whose webhooks are registered; Kueue's manifests also list Ray, Kubeflow, AppWrapper...
+# whose CRDs are not installed here.
+SERVED_GROUPS = {"", "apps", "batch", "kueue.x-k8s.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"}
+# The namespaces Kueue's own Helm chart keeps its job webhooks out of (its managedJobsNamespaceSelector).
+KUEUE_EXEMPT_NAMESPACES = ["kube-system", "kueue-system"]
+# JobSet's and LWS's pod webhooks only concern their own pods (the charts' objectSelectors).
+POD_OBJECT_SELECTORS = {"jobset": "jobset.sigs.k8s.io/jobset-name", "lws": "leaderworkerset.sigs.k8s.io/name"}
+KUEUE_METRICS_CERTS = "kueue/metrics/certs"  # under /etc: cmd/kueue/main.go's fixed path
+
+
+def share_dir() -> Path:
+    return cp.cache_dir() / "share"
+
+
+def crds_root() -> Path:
+    configured = os.environ.get(CRDS_ENV, "").strip()
+    return Path(configured) if configured else ROOT.parent / "shared" / "crds"
+
+
+def missing() -> list[str]:
+    """What `make controlplane` (or ../shared/crds) has not provided; empty when everything is there."""
+    found = [name for name in CONTROLLERS if not os.access(cp.cache_dir() / "bin" / name, os.X_OK)]
+    found += [
+        f"share/{name}/webhooks.yaml" for name in CONTROLLERS if not (share_dir() / name / "webhooks.yaml").is_file()
+    ]
+    if not any((share_dir() / "kueue" / "crds").glob("*.yaml")):
+        found.append("share/kueue/crds")
+    found += [str(path) for path in _upstream_crd_files() if not path.is_file()]
+    if shutil.which("unshare") is None:
+        found.append("unshare (util-linux)")
+    return found
+
+
+def _upstream_crd_files() -> list[Path]:
+    from settings.model import Versions
+
+    versions = Versions()
+    jobset = "v" + versions.jobset.removeprefix("v")
+    lws = "v" + versions.lws.removeprefix("v")
+    return [
+        crds_root() / "jobset" / jobset / "jobset.x-k8s.io_jobsets.yaml",
+        crds_root() / "lws" / lws / "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    ]
+
+
+@dataclass
+class Controllers:
+    """The running controllers: their ports, logs and start-up timings."""
+
+    workdir: Path
+    ports: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+    processes: dict[str, cp._Process] = field(default_factory=dict, repr=False)
+    webhooks: list[str] = field(default_factory=list)  # API paths of the registered configurations
+    plane: cp.ControlPlane | None = field(default=None, repr=False)
+    stand_in: slice_admission.SliceAdmission | None = field(default=None, repr=False)
+
+    @property
+    def startup_seconds(self) -> float:
+        return self.timings.get("total", 0.0)
+
+    def check_alive(self) -> None:
+        for process in self.processes.values():
+            code = process.popen.poll()
+            if code is not None:
+                raise cp.ControlPlaneError(f"{process.name} exited with {code}:\n{process.tail()}")
+        if self.stand_in is not None and self.stand_in.error is not None:
+            raise cp.ControlPlaneError(f"slice admission stand-in failed: {self.stand_in.error!r}")
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        process = self.processes.get(name)
+        return process.tail(lines) if process else ""
+
+    def stop(self) -> None:
+        if self.stand_in is not None:
+            self.stand_in.stop()
+        # Webhooks fail closed: unregister them before their servers go, so the plane stays usable.
+        while self.webhooks and self.plane is not None:
+            with contextlib.suppress(cp.ControlPlaneError, OSError):
+                self.plane.request("DELETE", self.webhooks.pop())
+        for process in reversed(list(self.processes.values())):
+            process.stop()
+        self.processes.clear()
+
+
+# --- certificates and configuration ------------------------------------------------------------
+
+
+def _certificates(directory: Path) -> tuple[Path, bytes]:
+    """A CA and a serving certificate for 127.0.0.1 (tls.crt/tls.key, controller-runtime's names)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+    key, csr, crt = directory / "tls.key", directory / "tls.csr", directory / "tls.crt"
+    ext = directory / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    cp._openssl("req", "-x509", *curve, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "2",
+                "-subj", "/CN=tpu-slicing-test-webhook-ca")  # fmt: skip
+    cp._openssl("req", *curve, "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
+    cp._openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key), "-CAcreateserial",
+                "-out", str(crt), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return directory, ca_crt.read_bytes()
+
+
+def _config(name: str, health: int, webhook: int, cert_dir: Path) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": CONFIG_API[name],
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+    }
+    if name == "kueue":
+        config["namespace"] = NAMESPACES["kueue"]
+        # The on-demand visibility API needs an aggregated API server registration (an APIService).
+        config["featureGates"] = {"VisibilityOnDemand": False}
+        config["integrations"] = {"frameworks": list(KUEUE_FRAMEWORKS)}
+    return config
+
+
+# --- CRDs and webhooks ----------------------------------------------------------------------
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    # libyaml's loader when PyYAML has it: the pure-Python one takes seconds per large CRD.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=loader) if doc]
+
+
+def crd_files() -> list[Path]:
+    return sorted((share_dir() / "kueue" / "crds").glob("*.yaml")) + _upstream_crd_files()
+
+
+def install_crds(plane: cp.ControlPlane) -> None:
+    names = []
+    crds = [crd for path in crd_files() for crd in _documents(path)]
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        # Create, not server-side apply: applying the Workload and LWS CRDs takes the apiserver
+        # tens of seconds (managed fields of their huge schemas), creating them a second.
+        try:
+            plane.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd, timeout=120)
+        except cp.ApiError as err:
+            if err.status != 409:
+                raise
+            plane.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", crd)
+        names.append(name)
+
+    def established() -> bool:
+        items = plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
+        ready = {
+            crd["metadata"]["name"]
+            for crd in items
+            if any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in crd.get("status", {}).get("conditions") or []
+            )
+        }
+        return set(names) <= ready
+
+    plane.wait_for(f"{len(names)} CRDs Established", established, 60)
+    # Controllers map kinds through discovery at start-up and exit on a kind it does not list yet.
+    served = {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
+        for crd in crds
+        for version in crd["spec"]["versions"]
+        if version.get("served")
+    }
+
+    def discovered() -> bool:
+        for group, version in {(g, v) for g, v, _ in served}:
+            listed = {r["name"] for r in plane.request("GET", f"/apis/{group}/{version}")["resources"]}
+            if not {plural for g, v, plural in served if (g, v) == (group, version)} <= listed:
+                return False
+        return True
+
+    plane.wait_for("the CRDs' kinds in discovery", discovered, 60)
+
+
+def webhook_configurations(name: str, port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """The controller's own webhook configurations, pointed at https://127.0.0.1:<port>."""
+    bundle = base64.b64encode(ca_bundle).decode()
+    configurations = []
+    for document in _documents(share_dir() / name / "webhooks.yaml"):
+        configuration = copy.deepcopy(document)
+        configuration["metadata"] = {"name": f"{name}-{document['metadata']['name']}"}
+        webhooks = []
+        for webhook in configuration.get("webhooks") or []:
+            groups = {group for rule in webhook.get("rules") or [] for group in rule.get("apiGroups") or []}
+            if not groups <= SERVED_GROUPS:
+                continue
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+            resources = {resource for rule in webhook.get("rules") or [] for resource in rule.get("resources") or []}
+            if name == "kueue" and "kueue.x-k8s.io" not in groups:
+                webhook["namespaceSelector"] = {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": KUEUE_EXEMPT_NAMESPACES}
+                    ]
+                }
+            if name in POD_OBJECT_SELECTORS and "pods" in resources:
+                webhook["objectSelector"] = {
+                    "matchExpressions": [{"key": POD_OBJECT_SELECTORS[name], "operator": "Exists"}]
+                }
+            webhooks.append(webhook)
+        configuration["webhooks"] = webhooks
+        configurations.append(configuration)
+    return configurations
+
+
+def _register_webhooks(plane: cp.ControlPlane, configurations: Sequence[Mapping[str, Any]]) -> list[str]:
+    paths = []
+    for configuration in configurations:
+        plural = configuration["kind"].lower() + "s"
+        path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{configuration['metadata']['name']}"
+        plane.apply(path, configuration)
+        paths.append(path)
+    return paths
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def _start(workdir: Path, name: str, argv: Sequence[str]) -> cp._Process:
+    log = workdir / "logs" / f"{name}.log"
+    log_file = log.open("wb")
+    popen = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        start_new_session=True,
+    )
+    return cp._Process(name, popen, log, log_file)
+
+
+def _command(name: str, config: Path, kubeconfig: Path, workdir: Path, cert_dir: Path) -> list[str]:
+    binary = str(cp.cache_dir() / "bin" / name)
+    command = [binary, f"--config={config}", f"--kubeconfig={kubeconfig}"]
+    if name != "kueue":
+        return command
+    upper, work = workdir / "etc-upper", workdir / "etc-work"
+    certs = upper / KUEUE_METRICS_CERTS
+    certs.mkdir(parents=True)
+    work.mkdir()
+    for file in ("tls.crt", "tls.key"):
+        shutil.copy(cert_dir / file, certs / file)
+    mount = f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc"
+    # exec: the controller replaces the shell, so stopping the group stops it.
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mount} && exec "$@"', "kueue", *command]
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def controllers(plane: cp.ControlPlane, *, timeout: float = 90.0, keep: bool = False) -> Iterator[Controllers]:
+    """Install the CRDs, start Kueue, JobSet and LWS and the slice stand-in; stop them all on exit."""
+    absent = missing()
+    if absent:
+        raise cp.ControlPlaneError(f"{', '.join(absent)} missing: run `make controlplane`")
+    workdir = Path(tempfile.mkdtemp(prefix="tpu-slicing-controllers-"))
+    workdir.chmod(0o700)
+    (workdir / "logs").mkdir()
+    ports = {name: cp.free_port() for name in CONTROLLERS}
+    health = {name: cp.free_port() for name in CONTROLLERS}
+    running = Controllers(workdir, ports, plane=plane)
+    started = time.monotonic()
+    try:
+        install_crds(plane)
+        running.timings["crds"] = time.monotonic() - started
+        for namespace in NAMESPACES.values():
+            plane.apply(
+                f"/api/v1/namespaces/{namespace}",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
+        cert_dir, ca_bundle = _certificates(workdir / "certs")
+        for name in CONTROLLERS:
+            config = workdir / f"{name}.yaml"
+            config.write_text(yaml.safe_dump(_config(name, health[name], ports[name], cert_dir), sort_keys=False))
+            argv = _command(name, config, plane.kubeconfig, workdir, cert_dir)
+            running.processes[name] = _start(workdir, name, argv)
+        for name in CONTROLLERS:
+
+            def ready(name: str = name) -> bool:
+                running.check_alive()
+                return _ready(health[name])
+
+            try:
+                plane.wait_for(f"{name} /readyz", ready, timeout)
+            except cp.ControlPlaneError as err:
+                raise cp.ControlPlaneError(f"{err}\n--- {name} log ---\n{running.log_tail(name)}") from None
+            # Webhooks fail closed: register them only once their server answers.
+            running.webhooks += _register_webhooks(plane, webhook_configurations(name, ports[name], ca_bundle))
+            running.timings[name] = time.monotonic() - started
+        running.stand_in = slice_admission.SliceAdmission(plane)
+        running.stand_in.start()
+        running.timings["total"] = time.monotonic() - started
+        yield running
+    finally:
+        running.stop()
+        if keep:
+            print(f"controller files kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,126 @@
+"""Stand-in for GKE's slice controller (`accelerator.gke.io/slice`) as a Kueue admission check.
+
+The program's ClusterQueue requires the AdmissionCheck whose controllerName is
+`accelerator.gke.io/slice` (k8s/kueue_queues.py SLICE_CONTROLLER_NAME); without its controller
+Kueue reserves quota but never admits. This stand-in, a thread polling the local control plane,
+does only the two things Kueue waits for:
+
+1. marks every AdmissionCheck of that controller Active=True (status subresource), and
+2. for every Workload with QuotaReserved=True (and not being evicted) whose state for such a
+   check is not Ready, sets that state to Ready by server-side apply of the status with
+   fieldManager `accelerator.gke.io/slice` and force, as an admission check controller does.
+
+Kueue then admits the Workload and unsuspends its job. What it cannot show: the real controller
+forms the ICI links of each admitted slice (it creates Slice objects for the pods' topology
+assignment), checks the partitions' health and may answer Retry or Rejected, takes time to
+provision, and reacts to node failures; here every check passes at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from tests import control_plane as cp
+
+CONTROLLER_NAME = "accelerator.gke.io/slice"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions") or []}
+
+
+class SliceAdmission:
+    """Poll AdmissionChecks and Workloads every `interval` seconds until `stop()`."""
+
+    def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.1) -> None:
+        self.plane = plane
+        self.interval = interval
+        self.error: BaseException | None = None
+        self.readied = 0  # how many times a check state was set to Ready
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slice-admission-stand-in", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.reconcile()
+            except cp.ApiError as err:
+                if err.status not in (404, 409, 422, 500, 503):
+                    self.error = err
+                    return
+            except (OSError, cp.ControlPlaneError):
+                pass  # the plane is going away, or a transient connection error: poll again
+            except BaseException as err:  # reported to the test through `error`
+                self.error = err
+                return
+            self._stop.wait(self.interval)
+
+    def _status(self, path: str, body: dict[str, Any]) -> None:
+        self.plane.request(
+            "PATCH",
+            f"{path}/status",
+            body,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": CONTROLLER_NAME, "force": "true"},
+        )
+
+    def reconcile(self) -> None:
+        checks = set()
+        for check in self.plane.request("GET", f"{KUEUE}/admissionchecks")["items"]:
+            if check.get("spec", {}).get("controllerName") != CONTROLLER_NAME:
+                continue
+            name = check["metadata"]["name"]
+            checks.add(name)
+            if _conditions(check).get("Active") != "True":
+                condition = {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Active",
+                    "message": "stand-in slice controller (tests/standins/slice_admission.py)",
+                    "lastTransitionTime": _now(),
+                }
+                body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name}}
+                self._status(f"{KUEUE}/admissionchecks/{name}", body | {"status": {"conditions": [condition]}})
+        if not checks:
+            return
+        for workload in self.plane.request("GET", f"{KUEUE}/workloads")["items"]:
+            conditions = _conditions(workload)
+            if conditions.get("QuotaReserved") != "True" or conditions.get("Evicted") == "True":
+                continue
+            states = {s["name"]: s.get("state") for s in workload.get("status", {}).get("admissionChecks") or []}
+            todo = [name for name in checks if name in states and states[name] != "Ready"]
+            if not todo:
+                continue
+            meta = workload["metadata"]
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                "status": {
+                    "admissionChecks": [
+                        {
+                            "name": name,
+                            "state": "Ready",
+                            "message": "stand-in: slice ready",
+                            "lastTransitionTime": _now(),
+                        }
+                        for name in todo
+                    ]
+                },
+            }
+            self._status(f"{KUEUE}/namespaces/{meta['namespace']}/workloads/{meta['name']}", body)
+            self.readied += len(todo)
