@@ -144,7 +144,7 @@ class Prediction:
 
 
 class WorkloadLike(Protocol):
-    """What `requests_from_workloads` reads (infra.capacity.Workload has it)."""
+    """What `requests_from_workloads` reads (settings.capacity.Workload has it)."""
 
     @property
     def name(self) -> str: ...

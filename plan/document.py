@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from infra import capacity
 from plan import impact, render
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from plan.manifests import is_kubernetes_object
+from settings import capacity
 from settings.model import StackConfig
 
 FORMAT_VERSION = 1

@@ -15,9 +15,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infra import admission, capacity
+from infra import admission
 from plan import policies, render, timing
 from plan.engine import PlanResult
+from settings import capacity
 from settings.model import StackConfig
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra import admission, capacity
+from infra import admission
 from infra.topology import GIB, Topology
 from plan import timing
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
+from settings import capacity
 from settings.model import Backend, StackConfig
 
 BANNER = (

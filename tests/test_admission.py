@@ -21,8 +21,8 @@ from infra.admission import (
     render_map,
     requests_from_workloads,
 )
-from infra.capacity import Workload
 from infra.topology import CATALOG, TopologyError
+from settings.capacity import Workload
 
 TPU7X = CATALOG["tpu7x"]
 CUBE = 64

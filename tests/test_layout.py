@@ -46,7 +46,7 @@ def test_the_pod_programs_are_where_their_components_ship_them_from() -> None:
 
 # The pure TPU domain: no Pulumi, and only each other (tests/test_topology.py and friends test
 # them without any engine). Issue 16 moves them into a package of their own; until then they are
-# named here. (infra/capacity.py is not among them: it reads a StackConfig.)
+# named here.
 DOMAIN = {
     "infra.topology",
     "infra.admission",
