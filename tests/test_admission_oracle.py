@@ -271,11 +271,18 @@ def env() -> Iterator[Env]:
         for body in sorted(kueue_objects, key=lambda b: order[b["kind"]]):
             plane.apply(_path(body), body)
         cluster_queue = next(b for b in kueue_objects if b["kind"] == "ClusterQueue")["metadata"]["name"]
-        plane.wait_for(
-            f"ClusterQueue {cluster_queue} Active",
-            lambda: _condition(plane.request("GET", f"{KUEUE}/clusterqueues/{cluster_queue}"), "Active") == "True",
-            60,
-        )
+        try:
+            plane.wait_for(
+                f"ClusterQueue {cluster_queue} Active",
+                lambda: _condition(plane.request("GET", f"{KUEUE}/clusterqueues/{cluster_queue}"), "Active") == "True",
+                60,
+            )
+        except cp.ControlPlaneError as err:
+            status = plane.request("GET", f"{KUEUE}/clusterqueues/{cluster_queue}").get("status")
+            checks = [c.get("status") for c in plane.request("GET", f"{KUEUE}/admissionchecks")["items"]]
+            stand_in = running.stand_in
+            errors = (stand_in.error, stand_in.last_api_error) if stand_in else None
+            raise cp.ControlPlaneError(f"{err}: {status}; admission checks {checks}; stand-in {errors}") from None
         priority_classes = {
             level: next(
                 b["metadata"]["name"]
@@ -470,25 +477,16 @@ def _observe(env: Env, names: Sequence[str]) -> dict[str, Observed]:
 
 
 def _clean(env: Env) -> None:
-    plane = env.plane
-    for item in plane.request("GET", f"{JOBSETS}/namespaces/{env.namespace}/jobsets")["items"]:
-        plane.request(
-            "DELETE",
-            f"{JOBSETS}/namespaces/{env.namespace}/jobsets/{item['metadata']['name']}",
-            {"propagationPolicy": "Background", "gracePeriodSeconds": 0},
-        )
+    """Delete the scenario's JobSets, their Jobs and pods at once, then wait for Kueue to drop the Workloads."""
+    plane, namespace = env.plane, env.namespace
+    background = {"propagationPolicy": "Background", "gracePeriodSeconds": 0}
+    plane.request("DELETE", f"{JOBSETS}/namespaces/{namespace}/jobsets", background)
+    plane.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs", background)
 
     def gone() -> bool:
-        workloads = plane.request("GET", f"{KUEUE}/namespaces/{env.namespace}/workloads")["items"]
-        pods = plane.request("GET", f"/api/v1/namespaces/{env.namespace}/pods")["items"]
-        for pod in pods:
-            if not pod["metadata"].get("deletionTimestamp"):
-                continue
-            plane.request(
-                "DELETE",
-                f"/api/v1/namespaces/{env.namespace}/pods/{pod['metadata']['name']}",
-                {"gracePeriodSeconds": 0},
-            )
+        plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
+        workloads = plane.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")["items"]
+        pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         return not workloads and not pods
 
     plane.wait_for("the scenario's workloads and pods gone", gone, 60, 0.2)

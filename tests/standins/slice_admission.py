@@ -43,6 +43,7 @@ class SliceAdmission:
         self.plane = plane
         self.interval = interval
         self.error: BaseException | None = None
+        self.last_api_error: cp.ApiError | None = None
         self.readied = 0  # how many times a check state was set to Ready
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slice-admission-stand-in", daemon=True)
@@ -59,9 +60,7 @@ class SliceAdmission:
             try:
                 self.reconcile()
             except cp.ApiError as err:
-                if err.status not in (404, 409, 422, 500, 503):
-                    self.error = err
-                    return
+                self.last_api_error = err  # a conflict or a transient refusal: poll again
             except (OSError, cp.ControlPlaneError):
                 pass  # the plane is going away, or a transient connection error: poll again
             except BaseException as err:  # reported to the test through `error`
