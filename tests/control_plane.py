@@ -221,7 +221,7 @@ class ControlPlane:
                 ready.add(node["metadata"]["name"])
         return ready
 
-    def wait_for(self, what: str, check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.2) -> T:
+    def wait_for(self, what: str, check: Callable[[], T | None], timeout: float = 180.0, interval: float = 0.2) -> T:
         """Poll `check` until it returns something truthy; fail naming `what` and the processes' logs."""
         deadline = time.monotonic() + timeout
         last: BaseException | None = None
@@ -595,7 +595,7 @@ def control_plane(
     nodes: Sequence[Mapping[str, Any]] = (),
     *,
     service_cidr: str = "10.20.0.0/20",
-    timeout: float = 90.0,
+    timeout: float = 180.0,
     keep: bool = False,
     complete_jobs: bool = True,
 ) -> Iterator[ControlPlane]:

@@ -221,7 +221,7 @@ def install_crds(plane: cp.ControlPlane) -> None:
         }
         return set(names) <= ready
 
-    plane.wait_for(f"{len(names)} CRDs Established", established, 60)
+    plane.wait_for(f"{len(names)} CRDs Established", established, 180)
     # Controllers map kinds through discovery at start-up and exit on a kind it does not list yet.
     served = {
         (crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"])
@@ -237,7 +237,7 @@ def install_crds(plane: cp.ControlPlane) -> None:
                 return False
         return True
 
-    plane.wait_for("the CRDs' kinds in discovery", discovered, 60)
+    plane.wait_for("the CRDs' kinds in discovery", discovered, 180)
 
 
 def webhook_configurations(name: str, port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
@@ -323,7 +323,7 @@ def _ready(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def controllers(plane: cp.ControlPlane, *, timeout: float = 90.0, keep: bool = False) -> Iterator[Controllers]:
+def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = False) -> Iterator[Controllers]:
     """Install the CRDs, start Kueue, JobSet and LWS and the slice stand-in; stop them all on exit."""
     absent = missing()
     if absent:

@@ -275,7 +275,7 @@ def env() -> Iterator[Env]:
             plane.wait_for(
                 f"ClusterQueue {cluster_queue} Active",
                 lambda: _condition(plane.request("GET", f"{KUEUE}/clusterqueues/{cluster_queue}"), "Active") == "True",
-                60,
+                180,
             )
         except cp.ControlPlaneError as err:
             status = plane.request("GET", f"{KUEUE}/clusterqueues/{cluster_queue}").get("status")
@@ -450,7 +450,7 @@ def _snapshot(env: Env, names: Sequence[str]) -> dict[str, tuple[str, ...]] | No
     return state
 
 
-def _settle(env: Env, names: Sequence[str], quiet: float = SETTLE_QUIET, timeout: float = 60.0) -> None:
+def _settle(env: Env, names: Sequence[str], quiet: float = SETTLE_QUIET, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     last: dict[str, tuple[str, ...]] | None = None
     since = time.monotonic()
@@ -489,7 +489,7 @@ def _clean(env: Env) -> None:
         pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         return not workloads and not pods
 
-    plane.wait_for("the scenario's workloads and pods gone", gone, 60, 0.2)
+    plane.wait_for("the scenario's workloads and pods gone", gone, 180, 0.2)
 
 
 def run_in_kueue(env: Env, scenario: Scenario) -> dict[str, Observed]:
@@ -577,7 +577,7 @@ def test_an_admitted_jobset_runs_on_one_partition(env: Env) -> None:
         placed = [p for p in pods if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"]
         return placed if len(placed) == 2 else None
 
-    pods = plane.wait_for("the JobSet's 2 pods Running", running, 60)
+    pods = plane.wait_for("the JobSet's 2 pods Running", running, 180)
     label = "cloud.google.com/gke-tpu-partition-2x2x2-id"
     partitions = {env.node_labels[p["spec"]["nodeName"]][label] for p in pods}
     assert len(partitions) == 1, partitions
