@@ -171,37 +171,21 @@ class SliceController(pulumi.ComponentResource):
         subject = rbac.SubjectArgs(kind="ServiceAccount", name=SERVICE_ACCOUNT, namespace=NAMESPACE)
         rbac_objects: list[pulumi.Resource] = [account]
 
-        cert_role = rbac.Role("cert-role", metadata=_meta(f"{PREFIX}-cert-role"), rules=list(CERT_RULES), opts=child)
-        rbac_objects.append(cert_role)
-        rbac_objects.append(
-            rbac.RoleBinding(
-                "cert-binding",
-                metadata=_meta(f"{PREFIX}-cert-rolebinding"),
-                role_ref=rbac.RoleRefArgs(
-                    api_group="rbac.authorization.k8s.io", kind="Role", name=f"{PREFIX}-cert-role"
-                ),
-                subjects=[subject],
-                opts=child,
+        # Its certificate Secret and its leader-election lease, both in its own namespace.
+        for role, namespaced_rules in {"cert": CERT_RULES, "leader-election": LEADER_ELECTION_RULES}.items():
+            role_name = f"{PREFIX}-{role}-role"
+            rbac_objects.append(
+                rbac.Role(f"{role}-role", metadata=_meta(role_name), rules=list(namespaced_rules), opts=child)
             )
-        )
-        leader_role = rbac.Role(
-            "leader-election-role",
-            metadata=_meta(f"{PREFIX}-leader-election-role"),
-            rules=list(LEADER_ELECTION_RULES),
-            opts=child,
-        )
-        rbac_objects.append(leader_role)
-        rbac_objects.append(
-            rbac.RoleBinding(
-                "leader-election-binding",
-                metadata=_meta(f"{PREFIX}-leader-election-rolebinding"),
-                role_ref=rbac.RoleRefArgs(
-                    api_group="rbac.authorization.k8s.io", kind="Role", name=f"{PREFIX}-leader-election-role"
-                ),
-                subjects=[subject],
-                opts=child,
+            rbac_objects.append(
+                rbac.RoleBinding(
+                    f"{role}-binding",
+                    metadata=_meta(f"{PREFIX}-{role}-rolebinding"),
+                    role_ref=rbac.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
+                    subjects=[subject],
+                    opts=child,
+                )
             )
-        )
         cluster_roles = {
             "manager": list(MANAGER_RULES),
             "metrics-auth": [
