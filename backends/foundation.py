@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from domain.topology import Generation, MachineType
 from infra.cluster import Cluster
 from infra.network import Network
-from infra.topology import Generation, MachineType
 from infra.tpu_pools import TpuPools
 from k8s.controllers import Controllers
 from k8s.kueue_queues import KueueQueues

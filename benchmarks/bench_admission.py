@@ -1,4 +1,4 @@
-"""Benchmark: the admission model (infra/admission.py) on a full 144-cube tpu7x block.
+"""Benchmark: the admission model (domain/admission.py) on a full 144-cube tpu7x block.
 
 Builds seeded workloads, heavily oversubscribed so there is plenty of preemption and
 re-trying, and times `predict` against a baseline measured in the same run: a bare sort
@@ -25,8 +25,8 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra.admission import Prediction, Request, predict
-from infra.topology import CATALOG, Generation, Topology
+from domain.admission import Prediction, Request, predict
+from domain.topology import CATALOG, Generation, Topology
 
 GENERATION = CATALOG["tpu7x"]
 CUBES = 144

@@ -38,7 +38,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.observability_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS
+from domain.metric_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS
 
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
 SMOKE_JOB = "serving-smoke-test"  # workloads/smoke_job.py

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import yaml
 
-from infra import gke_versions
+from domain import gke_versions
 from settings.model import MaintenanceExclusion, Platform
 from settings.naming import Names
 

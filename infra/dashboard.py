@@ -2,7 +2,7 @@
 
 The dashboard is generated from typed widgets (`Chart`, `Text`, laid out as
 `Tile`s on a 12-column mosaic) so its JSON cannot drift from the metric catalog:
-every query reads only metrics infra/observability_catalog.py lists, which the
+every query reads only metrics domain/metric_catalog.py lists, which the
 tests prove by extracting them from each query.
 
 Two query languages, by where the data lives:
@@ -35,7 +35,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.observability_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, NOT_SCRAPED, VLLM_JOBS, epp_job
+from domain.metric_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, NOT_SCRAPED, VLLM_JOBS, epp_job
 
 COLUMNS = 12
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from k8s.inference_releases import REPOSITORY, InferenceExtensionRelease, release
+from domain.inference_releases import REPOSITORY, InferenceExtensionRelease, release
 
 _KUBECONFIG = 'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT; printf "%s" "$KUBECONFIG_DATA" > "$kubeconfig"'
 

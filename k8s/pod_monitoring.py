@@ -4,7 +4,7 @@ GKE's managed collection (enabled on the cluster, infra/cluster.py) scrapes what
 a PodMonitoring selects in its own namespace and labels every series with
 `job` = the PodMonitoring's name, `namespace`, `cluster` and `instance` =
 `<pod>:<port name>`. The dashboard and the alerts select by those job names,
-which live in infra/observability_catalog.py next to the metrics.
+which live in domain/metric_catalog.py next to the metrics.
 
 What is scraped, per backend:
 
@@ -36,7 +36,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.observability_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, VLLM_JOBS, epp_job
+from domain.metric_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, VLLM_JOBS, epp_job
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS
 from k8s.router import EPP_METRICS_PORT

@@ -18,7 +18,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
-from infra.topology import Generation, Topology
+from domain.topology import Generation, Topology
 from k8s import network_policies, pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS

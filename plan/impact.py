@@ -2,7 +2,7 @@
 
 `facts` is what one plan document carries under `impact` (computed where the plan is built, by
 the code of that revision): chips, VMs and HBM in use, the admission prediction per workload
-(infra/admission.py), the time-to-serving estimate (plan/timing.py) and the policy pack's
+(domain/admission.py), the time-to-serving estimate (plan/timing.py) and the policy pack's
 verdicts run offline (plan/policies.py). `compare` turns the facts of two documents, and their
 resources, into the impact report of a diff; `markdown` renders it. A document written by code
 older than `impact` has no facts: the report then says what it cannot compare.
@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from infra import admission
+from domain import admission
 from plan import policies, render, timing
 from plan.engine import PlanResult
 from settings import capacity
@@ -411,7 +411,7 @@ def markdown(report: Mapping[str, Any]) -> list[str]:
     lines.append("")
     if report["workloads"]:
         lines += [
-            "Admission per TPU workload (the Kueue model of infra/admission.py, replayed from an empty block in "
+            "Admission per TPU workload (the Kueue model of domain/admission.py, replayed from an empty block in "
             "creation order):",
             "",
             "| workload | priority | slices | before | after | change |",

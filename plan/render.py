@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra import admission
-from infra.topology import GIB, Topology
+from domain import admission
+from domain.topology import GIB, Topology
 from plan import timing
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from settings import capacity
@@ -179,7 +179,7 @@ def capacity_lines(config: StackConfig) -> list[str]:
 
 
 def admission_lines(config: StackConfig) -> list[str]:
-    """What Kueue's topology-aware admission would do with the stack's TPU workloads (infra/admission.py)."""
+    """What Kueue's topology-aware admission would do with the stack's TPU workloads (domain/admission.py)."""
     if not config.serving.dynamic_slicing:
         return ["  not used: this backend runs one group per node pool without Kueue"]
     work = capacity.workloads(config)
@@ -318,7 +318,7 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "Capacity and TPU workloads:",
         *capacity_lines(config),
         "",
-        "Kueue admission preview (a model of topology-aware admission; assumptions in infra/admission.py):",
+        "Kueue admission preview (a model of topology-aware admission; assumptions in domain/admission.py):",
         *admission_lines(config),
         "",
         "Serving:",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra import topology
+from domain import topology
 from settings.model import Backend, StackConfig
 
 

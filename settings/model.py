@@ -27,10 +27,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from infra import topology
-from infra.gke_versions import version_key as gke_version_key
-from infra.topology import Generation, Topology
-from k8s import inference_releases
+from domain import inference_releases, topology
+from domain.gke_versions import version_key as gke_version_key
+from domain.topology import Generation, Topology
 from settings import exposure, machines, pins
 from settings.naming import Names
 
@@ -207,7 +206,7 @@ class ReleaseChannel(StrEnum):
 
 class ClusterConfig(StrictModel):
     # An exact pin; by default the version is chosen at plan time from what the channel offers
-    # (infra/gke_versions.py) and kept in state, so a later preview never upgrades on its own.
+    # (domain/gke_versions.py) and kept in state, so a later preview never upgrades on its own.
     version: str | None = None
     version_prefix: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+\.([0-9]+-gke\.)?$")
     # Default: RAPID for TPU7x dynamic slicing (the only channel offering it), REGULAR otherwise.
@@ -359,7 +358,7 @@ def topology_level_order(generation: Generation) -> tuple[str, ...]:
     GKE labels TPU7x cube nodes with their reservation block, sub-block and host
     (cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas) and with one
     `gke-tpu-partition-<shape>-id` per sub-slice shape (dynamic-slicing.md §8, the reference's seven
-    levels; infra/topology.py `partition_label`). Kueue reads levels top down, each nested in the one
+    levels; domain/topology.py `partition_label`). Kueue reads levels top down, each nested in the one
     above (kubernetes-sigs/kueue keps/2724-topology-aware-scheduling), so a sub-block (one cube) sits
     between the block and the partitions, the largest partition first, and the host and node last.
     """
@@ -1004,7 +1003,7 @@ def tensor_parallel_sizes(model: ModelConfig, generation: topology.Generation, s
     """The tensor-parallel sizes that split `model` over a `shape` slice so that every device holds its share.
 
     vLLM on TPU shards the weights over `--tensor-parallel-size` devices as JAX counts them (tpu7x: two
-    per chip, one per TensorCore; infra/topology.py CATALOG, TPU7x docs), which is why the reference runs
+    per chip, one per TensorCore; domain/topology.py CATALOG, TPU7x docs), which is why the reference runs
     a 2x2x2 slice (8 chips) at 16 (../shared/reference/dynamic-slicing.md §11.2). With expert parallelism
     the experts spread over the same devices (EP = TP x DP, DP 1 here), so each device holds weights / TP,
     plus the KV-cache headroom the slice-wide check keeps. TP must divide the slice's devices.

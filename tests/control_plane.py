@@ -44,7 +44,7 @@ from typing import IO, Any, TypeVar
 
 import yaml
 
-from infra import topology
+from domain import topology
 from settings.loader import load
 from settings.model import StackConfig
 
@@ -327,7 +327,7 @@ def _partition_ids(generation: topology.Generation, cube: topology.Topology, hos
     """The `cloud.google.com/gke-tpu-partition-<shape>-id` labels of one host of a cube.
 
     GKE labels each TPU7x node with the id of the sub-slice partition of every shape it belongs to
-    (the Kueue Topology levels of ../shared/reference/dynamic-slicing.md §8; infra/topology.py
+    (the Kueue Topology levels of ../shared/reference/dynamic-slicing.md §8; domain/topology.py
     partition_label). Hosts hold 2x2x1 chips; they are numbered x fastest, then y, then z, so a
     partition of shape AxBxC is the hosts whose chips share (x // A, y // B, z // C).
     """

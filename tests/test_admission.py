@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.admission import (
+from domain.admission import (
     Event,
     Placement,
     Prediction,
@@ -21,7 +21,7 @@ from infra.admission import (
     render_map,
     requests_from_workloads,
 )
-from infra.topology import CATALOG, TopologyError
+from domain.topology import CATALOG, TopologyError
 from settings.capacity import Workload
 
 TPU7X = CATALOG["tpu7x"]

@@ -1,4 +1,4 @@
-"""Real Kueue as the oracle of the admission preview (infra/admission.py).
+"""Real Kueue as the oracle of the admission preview (domain/admission.py).
 
 One local control plane (tests/control_plane.py) with the simulated nodes of a TPU7x stack of
 `CUBES` cubes, the real Kueue, JobSet and LWS (tests/controllers.py) and the slice admission-check
@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from infra import admission, topology
+from domain import admission, topology
 from plan import engine, manifests
 from settings.loader import load
 from settings.model import StackConfig

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.gke_versions import NoOfferedVersionError, OfferedVersions, choose, version_key
+from domain.gke_versions import NoOfferedVersionError, OfferedVersions, choose, version_key
 
 versions = st.builds(
     lambda minor, patch, build: f"1.{minor}.{patch}-gke.{build}",

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, cast
 
 import pytest
 
-from infra.topology import CATALOG, Topology, TopologyError
+from domain.topology import CATALOG, Topology, TopologyError
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.provider import COMMON_LABELS
 from tests.crd_schema import CrdRegistry, crd_root, validate_core

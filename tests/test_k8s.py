@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pulumi.output import Unknown
 
-from infra.topology import CATALOG
+from domain.topology import CATALOG
 from k8s.slice_controller import WEBHOOKS
 from k8s.slicing_checks import PROGRAM
 from plan import manifests

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from domain.metric_catalog import lookup, metric_names, unknown_metrics
 from infra.dashboard import spec_queries
-from infra.observability_catalog import lookup, metric_names, unknown_metrics
 from plan import engine, manifests
 from plan.__main__ import main
 from plan.engine import PlanResult

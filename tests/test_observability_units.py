@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra import alerts, dashboard
-from infra.observability_catalog import (
+from domain.metric_catalog import (
     BY_NAME,
     CATALOG,
     NOT_SCRAPED,
@@ -26,7 +25,8 @@ from infra.observability_catalog import (
     promql_metric_names,
     unknown_metrics,
 )
-from infra.topology import CATALOG as TPU_CATALOG
+from domain.topology import CATALOG as TPU_CATALOG
+from infra import alerts, dashboard
 from k8s import pod_monitoring, router
 from tests.gmp_schema import validate_pod_monitoring
 from tests.test_jetstream_bodies import SINGLE, multi

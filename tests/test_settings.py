@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from infra.topology import CATALOG, GIB
+from domain.topology import CATALOG, GIB
 from plan import engine
 from settings import machines, pins
 from settings.loader import ConfigError, load
@@ -373,7 +373,7 @@ def test_shared_address_space_is_a_private_range_for_gke() -> None:
 
 # --- Classes added with issue 14: each generated as a class, not as one example ----------------------
 
-TP_DEVICES = 16  # a 2x2x2 tpu7x sub-slice: 8 chips, 2 JAX devices each (infra/topology.py CATALOG)
+TP_DEVICES = 16  # a 2x2x2 tpu7x sub-slice: 8 chips, 2 JAX devices each (domain/topology.py CATALOG)
 DEVICE_GIB = 96  # 192 GiB per chip over its two devices
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra import topology
-from infra.topology import CATALOG, Topology, TopologyError
+from domain import topology
+from domain.topology import CATALOG, Topology, TopologyError
 
 TPU7X = CATALOG["tpu7x"]
 V5E = CATALOG["v5e"]

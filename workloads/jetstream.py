@@ -33,7 +33,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
-from infra.topology import Generation, Topology
+from domain.topology import Generation, Topology
 from k8s import network_policies, pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject

@@ -22,7 +22,7 @@ from pulumi_kubernetes.batch import v1 as batch
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
-from infra.topology import Generation, Topology
+from domain.topology import Generation, Topology
 from k8s import network_policies, pod_security
 from k8s.awaits import LOAD_BALANCER_ADDRESS
 from k8s.kubernetes_object import KubernetesObject

@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.topology import Generation, Topology
+from domain.topology import Generation, Topology
 from k8s import network_policies, pod_security
 from k8s.kubernetes_object import KubernetesObject
 from k8s.provider import COMMON_LABELS

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, NamedTuple, Protocol
 
-from infra.topology import Generation, TopologyError
+from domain.topology import Generation, TopologyError
 
 Action = Literal["admitted", "waiting", "preempted"]
 
