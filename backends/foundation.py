@@ -17,9 +17,9 @@ from infra.network import Network
 from infra.tpu_pools import TpuPools
 from k8s.controllers import Controllers
 from k8s.kueue_queues import KueueQueues
-from k8s.network_policies import NetworkPolicies
 from k8s.slice_controller import SliceController
 from settings.model import StackConfig
+from shared.network_policies import NetworkPolicies
 
 
 @dataclass(frozen=True)

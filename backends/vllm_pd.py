@@ -7,11 +7,12 @@ import pulumi
 
 from backends.foundation import Foundation, Served
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
-from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs, http_url
+from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs
 from k8s.kueue_queues import LOCAL_QUEUE
-from k8s.network_policies import Allowance
 from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from settings.model import StackConfig
+from shared.addresses import http_url
+from shared.network_policies import Allowance
 from workloads.model_access import ModelAccess, ModelAccessArgs
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs

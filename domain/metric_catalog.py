@@ -8,7 +8,7 @@ Two kinds of metric reach Cloud Monitoring here:
   ``kubernetes_io:node_accelerator_duty_cycle``: the first ``/`` becomes ``:``,
   every other special character ``_``).
 - ``prometheus``: application metrics that exist only because a PodMonitoring
-  (k8s/pod_monitoring.py) has Managed Service for Prometheus scrape them. The
+  (observability/pod_monitoring.py) has Managed Service for Prometheus scrape them. The
   scrape job of each is the PodMonitoring's name, which is what ``job`` means in
   every query below.
 

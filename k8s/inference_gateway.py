@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from k8s.kubernetes_object import KubernetesObject
-from k8s.provider import COMMON_LABELS
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS
 
 # gke-l7-rilb: internal to the VPC, served from the proxy-only subnet.
 GATEWAY_CLASS = "gke-l7-rilb"
@@ -61,12 +61,6 @@ def first_address(status: Any) -> str:
     # Empty, not an error: a refresh can read a Gateway between addresses, and the program must
     # still run (the create waits for the address with pulumi.com/waitFor).
     return str(addresses[0].get("value") or "") if addresses else ""
-
-
-def http_url(address: str, path: str = "") -> str:
-    """`http://` URL of the gateway; IPv6 addresses need brackets."""
-    host = f"[{address}]" if ":" in address else address
-    return f"http://{host}{path}"
 
 
 class InferenceGateway(pulumi.ComponentResource):

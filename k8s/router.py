@@ -21,15 +21,15 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
-from k8s import epp_config, network_policies
+from k8s import epp_config
 from k8s.epp_config import Plugin
-from k8s.kubernetes_object import KubernetesObject
-from k8s.provider import COMMON_LABELS
-from workloads.vllm_command import POOL_PORT
+from shared import network_policies
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS
+from shared.ports import EPP_METRICS_PORT, POOL_PORT
 
 EPP_GRPC_PORT = 9002
 EPP_HEALTH_PORT = 9003
-EPP_METRICS_PORT = 9090
 EPP_CONFIG_FILE = "pd-config.yaml"
 INFERENCE_GROUP = "inference.networking.k8s.io"
 

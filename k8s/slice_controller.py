@@ -24,10 +24,10 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
-from k8s import pod_security
-from k8s.awaits import TIMEOUT_SECONDS, WAIT_FOR
-from k8s.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
-from k8s.provider import COMMON_LABELS
+from shared import pod_security
+from shared.awaits import TIMEOUT_SECONDS, WAIT_FOR
+from shared.labels import COMMON_LABELS
+from shared.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
 
 NAMESPACE = "slice-controller-system"
 WEBHOOK_PORT = 9443

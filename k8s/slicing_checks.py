@@ -19,9 +19,9 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from domain.topology import Generation, Topology
-from k8s import network_policies, pod_security
-from k8s.kubernetes_object import KubernetesObject
-from k8s.provider import COMMON_LABELS
+from shared import network_policies, pod_security
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS
 
 PROGRAM = Path(__file__).resolve().parent.parent / "pods" / "slice_check.py"
 MOUNT = "/opt/slice-check"

@@ -41,6 +41,42 @@ class Capacity:
     reservation_paths: tuple[str | None, ...]  # None: on demand
 
 
+@dataclass(frozen=True)
+class NodePools:
+    """The TPU node pools to create: the machine and how many of them make one pool."""
+
+    generation: topology.Generation
+    machine: topology.MachineType
+    pools: int
+    nodes_per_pool: int
+
+    @property
+    def vms(self) -> int:
+        return self.pools * self.nodes_per_pool
+
+    @property
+    def chips(self) -> int:
+        return self.vms * self.machine.chips_per_vm
+
+
+def node_pools(config: StackConfig) -> NodePools:
+    if config.serving.dynamic_slicing:
+        # TPU7x cubes, carved into dynamic slices by Kueue and the slice controller.
+        generation = config.tpu.generation
+        return NodePools(
+            generation, generation.machine_type(config.tpu.machine_type), config.tpu.cubes, config.tpu.vms_per_cube
+        )
+    # Saxml / JetStream: one node pool per multi-host slice of a fixed topology.
+    serving = config.serving
+    generation = serving.slice.generation
+    return NodePools(
+        generation,
+        generation.machine_type(serving.slice.machine_type),
+        serving.slices,
+        generation.vms(serving.slice.shape),
+    )
+
+
 def capacity(config: StackConfig) -> Capacity:
     if config.serving.dynamic_slicing:
         generation, shape, pools, unit = (

@@ -301,7 +301,7 @@ def _location_labels(config: StackConfig, zone: str, machine_type: str, pool: st
         "node.kubernetes.io/instance-type": machine_type,
         "topology.kubernetes.io/region": config.location,
         "topology.kubernetes.io/zone": zone,
-        # The node pool's name: infra/dashboard.py groups by it; workloads/jetstream.py and saxml.py
+        # The node pool's name: observability/dashboard.py groups by it; workloads/jetstream.py and saxml.py
         # use it as the exclusive topology (GKE docs "node pools": cloud.google.com/gke-nodepool).
         "cloud.google.com/gke-nodepool": pool,
     }

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple, cast
 import pytest
 
 from domain.topology import CATALOG, Topology, TopologyError
-from k8s.awaits import LOAD_BALANCER_ADDRESS
-from k8s.provider import COMMON_LABELS
+from shared.awaits import LOAD_BALANCER_ADDRESS
+from shared.labels import COMMON_LABELS
 from tests.crd_schema import CrdRegistry, crd_root, validate_core
 from workloads import jetstream
 from workloads.jetstream import JetstreamArgs

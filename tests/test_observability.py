@@ -7,7 +7,7 @@ import json
 import pytest
 
 from domain.metric_catalog import lookup, metric_names, unknown_metrics
-from infra.dashboard import spec_queries
+from observability.dashboard import spec_queries
 from plan import engine, manifests
 from plan.__main__ import main
 from plan.engine import PlanResult

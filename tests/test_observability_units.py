@@ -26,12 +26,13 @@ from domain.metric_catalog import (
     unknown_metrics,
 )
 from domain.topology import CATALOG as TPU_CATALOG
-from infra import alerts, dashboard
-from k8s import pod_monitoring, router
+from k8s import router
+from observability import alerts, dashboard, pod_monitoring
+from shared.ports import DECODE_VLLM_PORT, POOL_PORT
 from tests.gmp_schema import validate_pod_monitoring
 from tests.test_jetstream_bodies import SINGLE, multi
 from workloads import jetstream, smoke_job
-from workloads.vllm_command import DECODE_VLLM_PORT, POOL_PORT, VllmServe
+from workloads.vllm_command import VllmServe
 from workloads.vllm_pd import RolePlan, VllmPdArgs, lws_body
 
 ROOT = Path(__file__).resolve().parent.parent

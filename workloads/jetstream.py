@@ -34,29 +34,32 @@ from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
 from domain.topology import Generation, Topology
-from k8s import network_policies, pod_security
-from k8s.awaits import LOAD_BALANCER_ADDRESS
-from k8s.kubernetes_object import KubernetesObject
-from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
-from k8s.provider import COMMON_LABELS
+from shared import network_policies, pod_security
+from shared.awaits import LOAD_BALANCER_ADDRESS
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import (
+    COMMON_LABELS,
+    COMPONENT_LABEL,
+    JETSTREAM_APP,
+    JETSTREAM_SERVER_COMPONENT,
+    JETSTREAM_SERVER_LABELS,
+    NAME_LABEL,
+)
+from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
+from shared.ports import JETSTREAM_PROMETHEUS_PORT
 from workloads.bucket_access import Grant, grants
 from workloads.model_access import workload_principal
 
-APP = "jetstream"
+APP = JETSTREAM_APP
 SERVICE_ACCOUNT = "jetstream"
 SERVICE_NAME = "jetstream-svc"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
-NAME_LABEL = "app.kubernetes.io/name"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-# Pods that answer on 8000/9000: the Deployment's pods or the LWS leaders. Pathways
-# workers get another component, so the Service never sends requests to them.
-SERVER_COMPONENT = "server"
+SERVER_COMPONENT = JETSTREAM_SERVER_COMPONENT
 WORKER_COMPONENT = "pathways-worker"
 
 HTTP_PORT = 8000
 GRPC_PORT = 9000
-PROMETHEUS_PORT = 9100
 PATHWAYS_RM_PORT = 38677
 PATHWAYS_WORKER_PORT = 38679
 PATHWAYS_PROXY_PORT = 38681
@@ -127,7 +130,7 @@ def is_multi_host(args: JetstreamArgs) -> bool:
 
 def server_labels() -> dict[str, str]:
     """The labels the Service selects: serving pods only."""
-    return {NAME_LABEL: APP, COMPONENT_LABEL: SERVER_COMPONENT}
+    return dict(JETSTREAM_SERVER_LABELS)
 
 
 def worker_labels() -> dict[str, str]:
@@ -144,7 +147,10 @@ def network_allowances(args: JetstreamArgs) -> list[network_policies.Allowance]:
             "jetstream-from-clients", server, (network_policies.outside_pods(args.pod_cidr),), (HTTP_PORT, GRPC_PORT)
         ),
         network_policies.Allowance(
-            "jetstream-metrics-from-prometheus", server, (network_policies.gmp_collectors(),), (PROMETHEUS_PORT,)
+            "jetstream-metrics-from-prometheus",
+            server,
+            (network_policies.gmp_collectors(),),
+            (JETSTREAM_PROMETHEUS_PORT,),
         ),
     ]
     if is_multi_host(args):
@@ -202,7 +208,7 @@ def maxtext_args(args: JetstreamArgs) -> list[str]:
         "weight_dtype=bfloat16",
         f"load_parameters_path={checkpoint_uri(args)}",
         "attention=dot_product",
-        f"prometheus_port={PROMETHEUS_PORT}",
+        f"prometheus_port={JETSTREAM_PROMETHEUS_PORT}",
     ]
     if args.quantization:
         flags.append(f"quantization={args.quantization}")
@@ -235,7 +241,7 @@ def http_container(args: JetstreamArgs, startup_failures: int) -> dict[str, Any]
 def _engine_ports() -> list[dict[str, Any]]:
     return [
         {"name": "grpc", "containerPort": GRPC_PORT},
-        {"name": "metrics", "containerPort": PROMETHEUS_PORT},
+        {"name": "metrics", "containerPort": JETSTREAM_PROMETHEUS_PORT},
     ]
 
 

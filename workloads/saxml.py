@@ -23,11 +23,11 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from domain.topology import Generation, Topology
-from k8s import network_policies, pod_security
-from k8s.awaits import LOAD_BALANCER_ADDRESS
-from k8s.kubernetes_object import KubernetesObject
-from k8s.network_policies import NetworkPolicies, NetworkPoliciesArgs
-from k8s.provider import COMMON_LABELS
+from shared import network_policies, pod_security
+from shared.awaits import LOAD_BALANCER_ADDRESS
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS
+from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from workloads.jetstream import ingress_ip
 
 PUBLISH_SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "saxml_publish.py"

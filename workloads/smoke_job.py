@@ -19,8 +19,8 @@ from pulumi_kubernetes.batch import v1 as batch
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
-from k8s.inference_gateway import http_url
-from k8s.provider import COMMON_LABELS
+from shared.addresses import http_url
+from shared.labels import COMMON_LABELS
 
 SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "smoke_test.py"
 MOUNT = "/opt/smoke-test"

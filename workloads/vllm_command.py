@@ -11,12 +11,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from shared.ports import DECODE_VLLM_PORT, POOL_PORT
+
 Role = Literal["prefill", "decode"]
 
-# Ports from the reference: prefill vLLM serves the pool port itself; decode vLLM
-# sits behind the routing sidecar, which owns the pool port.
-POOL_PORT = 8000
-DECODE_VLLM_PORT = 8200
 KV_TRANSFER_PORT = 9100
 SIDE_CHANNEL_PORT = 9600
 MULTI_NODE_SCRIPT = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"

@@ -17,17 +17,14 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from domain.topology import Generation, Topology
-from k8s import network_policies, pod_security
-from k8s.kubernetes_object import KubernetesObject
-from k8s.provider import COMMON_LABELS
+from shared import network_policies, pod_security
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
+from shared.ports import DECODE_VLLM_PORT, POOL_PORT
 from workloads import vllm_command
 from workloads.vllm_command import VllmServe
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
-GUIDE_LABEL = "llm-d.ai/guide"
-ROLE_LABEL = "llm-d.ai/role"
-# Only on leader pods: the InferencePool must not select workers, which serve no HTTP.
-SERVING_LABEL = "llm-d.ai/inference-serving"
 HF_SECRET = "hf-token"
 
 # A 397B model streams from GCS and compiles for tens of minutes: allow an hour to start.
@@ -80,13 +77,13 @@ def prefill_metrics_service_body(guide: str, namespace: str) -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "selector": {**pool_selector(guide), ROLE_LABEL: "prefill"},
-            "ports": [{"name": "metrics", "port": vllm_command.POOL_PORT, "targetPort": vllm_command.POOL_PORT}],
+            "ports": [{"name": "metrics", "port": POOL_PORT, "targetPort": POOL_PORT}],
         },
     }
 
 
 def prefill_metrics_url(namespace: str) -> str:
-    return f"http://{PREFILL_METRICS_SERVICE}.{namespace}.svc.cluster.local:{vllm_command.POOL_PORT}/metrics"
+    return f"http://{PREFILL_METRICS_SERVICE}.{namespace}.svc.cluster.local:{POOL_PORT}/metrics"
 
 
 def network_allowances(
@@ -105,7 +102,7 @@ def network_allowances(
       there before decoding locally, llm-d-routing-sidecar);
     - prefill and decode pods: each other's KV-transfer and side-channel ports, which both
       sides of tpu-inference's TPU connector listen on;
-    - Managed Prometheus: the vLLM metrics port of each leader (k8s/pod_monitoring.py);
+    - Managed Prometheus: the vLLM metrics port of each leader (observability/pod_monitoring.py);
     - the pods of one LWS group: each other on every port (Ray's head and workers, JAX), and
       no other group's;
     - the smoke test: the prefill leaders' metrics, to prove a prefill pod did the prefill.
@@ -117,10 +114,8 @@ def network_allowances(
     prometheus = network_policies.gmp_collectors()
     kv_ports = (vllm_command.KV_TRANSFER_PORT, vllm_command.SIDE_CHANNEL_PORT)
     allowances = [
-        network_policies.Allowance("vllm-pool-from-gateway", leaders, (gateway,), (vllm_command.POOL_PORT,)),
-        network_policies.Allowance(
-            "vllm-pool-from-picker", leaders, (network_policies.pods(picker),), (vllm_command.POOL_PORT,)
-        ),
+        network_policies.Allowance("vllm-pool-from-gateway", leaders, (gateway,), (POOL_PORT,)),
+        network_policies.Allowance("vllm-pool-from-picker", leaders, (network_policies.pods(picker),), (POOL_PORT,)),
     ]
     if "prefill" in replicas and "decode" in replicas:
         prefill = {GUIDE_LABEL: guide, ROLE_LABEL: "prefill"}
@@ -130,12 +125,12 @@ def network_allowances(
                 "vllm-prefill-from-decode-sidecar",
                 prefill_leaders,
                 (network_policies.pods(decode_leaders),),
-                (vllm_command.POOL_PORT,),
+                (POOL_PORT,),
             ),
             network_policies.Allowance("vllm-kv-to-prefill", prefill, (network_policies.pods(decode),), kv_ports),
             network_policies.Allowance("vllm-kv-to-decode", decode, (network_policies.pods(prefill),), kv_ports),
         ]
-    metrics_ports = {"prefill": vllm_command.POOL_PORT, "decode": vllm_command.DECODE_VLLM_PORT}
+    metrics_ports = {"prefill": POOL_PORT, "decode": DECODE_VLLM_PORT}
     for role in replicas:
         allowances.append(
             network_policies.Allowance(
@@ -158,7 +153,7 @@ def network_allowances(
                 "vllm-prefill-metrics-from-smoke-test",
                 prefill_leaders,
                 (network_policies.pods({network_policies.JOB_NAME_LABEL: smoke_test_job}),),
-                (vllm_command.POOL_PORT,),
+                (POOL_PORT,),
             )
         )
     return allowances
@@ -244,14 +239,14 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
                 "image": args.sidecar_image,
                 "restartPolicy": "Always",
                 "args": [
-                    f"--port={vllm_command.POOL_PORT}",
-                    f"--vllm-port={vllm_command.DECODE_VLLM_PORT}",
+                    f"--port={POOL_PORT}",
+                    f"--vllm-port={DECODE_VLLM_PORT}",
                     "--connector=nixlv2",
                     "--zap-log-level=1",
                     "--secure-proxy=false",
                 ],
-                "ports": [{"name": "modelserver", "containerPort": vllm_command.POOL_PORT, "protocol": "TCP"}],
-                "readinessProbe": {"tcpSocket": {"port": vllm_command.POOL_PORT}, "periodSeconds": 10},
+                "ports": [{"name": "modelserver", "containerPort": POOL_PORT, "protocol": "TCP"}],
+                "readinessProbe": {"tcpSocket": {"port": POOL_PORT}, "periodSeconds": 10},
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
                     "runAsNonRoot": True,

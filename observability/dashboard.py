@@ -10,7 +10,7 @@ Two query languages, by where the data lives:
 - GKE system metrics (`kubernetes.io/...`) use Monitoring filters
   (`timeSeriesFilter`), which can group by monitored-resource and metadata labels.
 - Scraped application metrics use PromQL (`prometheusQuery`), selected by the
-  PodMonitoring job names (k8s/pod_monitoring.py).
+  PodMonitoring job names (observability/pod_monitoring.py).
 
 Grouping TPU node metrics by node pool: the `k8s_node` monitored resource only
 has the labels project_id, location, cluster_name and node_name; the node pool

@@ -37,12 +37,9 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from domain.metric_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, VLLM_JOBS, epp_job
-from k8s.kubernetes_object import KubernetesObject
-from k8s.provider import COMMON_LABELS
-from k8s.router import EPP_METRICS_PORT
-from workloads import jetstream
-from workloads.vllm_command import DECODE_VLLM_PORT, POOL_PORT
-from workloads.vllm_pd import GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
+from shared.kubernetes_object import KubernetesObject
+from shared.labels import COMMON_LABELS, GUIDE_LABEL, JETSTREAM_SERVER_LABELS, ROLE_LABEL, SERVING_LABEL
+from shared.ports import DECODE_VLLM_PORT, EPP_METRICS_PORT, JETSTREAM_PROMETHEUS_PORT, POOL_PORT
 
 GMP_API = "monitoring.googleapis.com/v1"
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
@@ -52,7 +49,7 @@ METRICS_PATH = "/metrics"
 # The container ports each scrape names (and the numbers behind them, for the reader and the tests).
 VLLM_PORTS = {"prefill": ("modelserver", POOL_PORT), "decode": ("vllm", DECODE_VLLM_PORT)}
 EPP_PORT = ("metrics", EPP_METRICS_PORT)
-JETSTREAM_PORT = ("metrics", jetstream.PROMETHEUS_PORT)
+JETSTREAM_PORT = ("metrics", JETSTREAM_PROMETHEUS_PORT)
 
 
 def _endpoint(port: str | int, interval: str, path: str = METRICS_PATH) -> dict[str, Any]:
@@ -98,7 +95,7 @@ def epp_body(namespace: str, guide: str = DEFAULT_GUIDE, interval: str = DEFAULT
 def jetstream_body(namespace: str, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
     """JetStream's serving pods; prometheus_client answers on any path, /metrics included."""
     return pod_monitoring_body(
-        JETSTREAM_JOB, namespace, jetstream.server_labels(), [_endpoint(JETSTREAM_PORT[0], interval)]
+        JETSTREAM_JOB, namespace, dict(JETSTREAM_SERVER_LABELS), [_endpoint(JETSTREAM_PORT[0], interval)]
     )
 
 

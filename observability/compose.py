@@ -1,0 +1,72 @@
+"""What a stack observes, from its settings: the PodMonitorings Managed Prometheus scrapes, the
+dashboard and the opt-in alerts (each optional in `observability`).
+
+The backend says what its scrape targets wait for (None: it has none); nothing here knows a
+backend's components, only the `serving.backend` name the components key their charts and
+selectors by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from observability.alerts import Alerts, AlertsArgs
+from observability.dashboard import Dashboard, DashboardArgs
+from observability.pod_monitoring import PodMonitorings, PodMonitoringsArgs
+from settings.model import StackConfig
+
+
+def observe(
+    config: StackConfig,
+    provider: kubernetes.Provider,
+    *,
+    pools: int,
+    monitored_after: list[pulumi.Resource] | None,
+    apis_ready: Sequence[pulumi.Resource],
+) -> pulumi.Output[str] | None:
+    """Registers what `config.observability` asks for; returns the dashboard's URL, if any."""
+    observability, serving, names = config.observability, config.serving, config.names
+    if observability.pod_monitoring and monitored_after is not None:
+        PodMonitorings(
+            "pod-monitoring",
+            PodMonitoringsArgs(
+                provider=provider,
+                namespace=serving.namespace,
+                backend=serving.backend.value,
+                depends_on=monitored_after,
+            ),
+        )
+    url = None
+    if observability.dashboard:
+        dashboard = Dashboard(
+            "dashboard",
+            DashboardArgs(
+                project=config.project,
+                prefix=config.name_prefix,
+                backend=serving.backend.value,
+                node_pools=[names.tpu_pool(i + 1) for i in range(pools)],
+                cluster_name=names.cluster,
+                namespace=serving.namespace,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=list(apis_ready)),
+        )
+        url = dashboard.url
+    if observability.alerts.enabled:
+        Alerts(
+            "alerts",
+            AlertsArgs(
+                project=config.project,
+                prefix=config.name_prefix,
+                namespace=serving.namespace,
+                notification_channels=observability.alerts.notification_channels,
+                queue_threshold=observability.alerts.queue_threshold,
+                backend=serving.backend.value,
+                cluster_name=names.cluster,
+                smoke_test=serving.smoke_test.enabled,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=list(apis_ready)),
+        )
+    return url
