@@ -296,6 +296,7 @@ class Alerts(pulumi.ComponentResource):
     policies: dict[str, gcp.monitoring.AlertPolicy]
 
     def __init__(self, name: str, args: AlertsArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token names the package the component was first in: it is part of every URN below it.
         super().__init__("tpu-slicing:infra:Alerts", name, None, opts)
         specs = alert_specs(
             args.project,

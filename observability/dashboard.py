@@ -463,6 +463,7 @@ class Dashboard(pulumi.ComponentResource):
     url: pulumi.Output[str]
 
     def __init__(self, name: str, args: DashboardArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token names the package the component was first in: it is part of every URN below it.
         super().__init__("tpu-slicing:infra:Dashboard", name, None, opts)
         spec = dashboard_spec(
             args.prefix,

@@ -137,6 +137,7 @@ class PodMonitorings(pulumi.ComponentResource):
     monitorings: dict[str, KubernetesObject]
 
     def __init__(self, name: str, args: PodMonitoringsArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token names the package the component was first in: it is part of every URN below it.
         super().__init__("tpu-slicing:k8s:PodMonitorings", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         self.monitorings = {

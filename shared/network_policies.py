@@ -169,6 +169,7 @@ class NetworkPolicies(pulumi.ComponentResource):
     policies: list[KubernetesObject]
 
     def __init__(self, name: str, args: NetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token names the package the component was first in: it is part of every URN below it.
         super().__init__("tpu-slicing:k8s:NetworkPolicies", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
         bodies = policy_bodies(args.namespace, args.allowances)
