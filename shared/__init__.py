@@ -1,6 +1,6 @@
 """What every component that makes Kubernetes objects builds on, and what one component opens
 that another selects or reaches: the object base, the common labels, the ports, pod hardening,
-NetworkPolicies and await annotations.
+NetworkPolicies, await annotations and URLs.
 
 The component packages (infra, k8s, workloads, observability) may use it and never each other,
 so a label or a port has one definition that its owner and its readers share
