@@ -15,7 +15,8 @@ Ctrl-C. There are no kubelets: kwok (its own "fast" Stages, copied by build.sh f
 marks nodes Ready, keeps their leases and runs the pods the real scheduler binds to them; the real
 controller-manager does the rest (the node lifecycle controller lifts the `not-ready` taint that
 admission puts on every new node, ServiceAccounts and their tokens, Deployments, Jobs, garbage
-collection). No cloud controller: LoadBalancer Services get no address.
+collection). No cloud controller: LoadBalancer Services get no address (tests/standins/gke_addons.py
+plays that part where a test needs it).
 """
 
 from __future__ import annotations
@@ -379,7 +380,8 @@ def tpu_nodes(config: StackConfig) -> list[dict[str, Any]]:
             if generation.cube is not None:
                 labels |= _partition_ids(generation, shape, host, f"{block}-{sub_block}")
             nodes.append(_node(name, labels, capacity, [TPU_TAINT], f"gce://{config.project}/{config.zone}/{name}"))
-    _check_topology_levels(config, nodes)
+    if config.serving.dynamic_slicing:  # fixed-slice stacks queue nothing through Kueue
+        _check_topology_levels(config, nodes)
     return nodes
 
 
@@ -525,6 +527,9 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs:
                 f"--service-account-key-file={sa_pub}",
                 f"--service-account-signing-key-file={sa_key}",
                 "--allow-privileged=true",
+                # Webhook Services are called at an endpoint's address, not the ClusterIP: there is
+                # no kube-proxy (cmd/kube-apiserver/app/server.go buildServiceResolver).
+                "--enable-aggregator-routing=true",
                 "--profiling=false",
                 "--v=1",
             ],

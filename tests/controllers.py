@@ -195,8 +195,12 @@ def crd_files() -> list[Path]:
 
 
 def install_crds(plane: cp.ControlPlane) -> None:
+    install_documents(plane, [crd for path in crd_files() for crd in _documents(path)])
+
+
+def install_documents(plane: cp.ControlPlane, crds: Sequence[Mapping[str, Any]]) -> None:
+    """Create these CRDs and wait until they are Established and their kinds are in discovery."""
     names = []
-    crds = [crd for path in crd_files() for crd in _documents(path)]
     for crd in crds:
         name = crd["metadata"]["name"]
         # Create, not server-side apply: applying the Workload and LWS CRDs takes the apiserver

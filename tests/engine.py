@@ -172,6 +172,34 @@ class Workspace:
         return done, document
 
 
+def readme_deploy_commands() -> list[str]:
+    """The `pulumi ...` lines of the README's Deploy block, comments stripped."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### Deploy", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def readme_stack(engine: Engine, stack: str, label: str, *, project: str, token: str) -> Workspace:
+    """A new stack `<stack>-new` made with the README's own commands, the stack file copied first."""
+    ws = engine.workspace(f"{label}-{stack}")
+    substitutions = {
+        "Pulumi.dev.yaml": f"Pulumi.{stack}.yaml",
+        "my-block-0": f"{stack}-new",
+        "my-project": project,
+        "hf_...": token,
+    }
+    for command in readme_deploy_commands():
+        if command.startswith(("pulumi login", "pulumi preview", "pulumi up", "pulumi stack output")):
+            continue  # the backend is the test's; preview, up and output are what the tests check
+        line = command
+        for old, new in substitutions.items():
+            line = line.replace(old, new)
+        done = ws.shell(line)
+        if done.returncode != 0:
+            raise RuntimeError(f"{line}\n{done.stdout}\n{done.stderr}")
+    return ws
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.engine")
     parser.add_argument("command", choices=["preview"])

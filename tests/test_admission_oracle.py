@@ -36,6 +36,7 @@ from settings.loader import load
 from settings.model import StackConfig
 from tests import control_plane as cp
 from tests import controllers as ctl
+from tests.standins import slice_topology
 
 CUBES = 4
 STACK = "dev"
@@ -327,20 +328,7 @@ def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
 
 def _tas_annotations(generation: topology.Generation, shape: str) -> dict[str, str]:
     """Kueue's topology request for one slice of `shape` (what the slice controller derives on GKE)."""
-    host_chips = 4
-    if shape in generation.subslice_shapes:
-        level = f"cloud.google.com/gke-tpu-partition-{shape}-id"
-        pods = topology.Topology.parse(shape).chips // host_chips
-    else:
-        cube = generation.cube_topology
-        assert cube is not None
-        level = f"cloud.google.com/gke-tpu-partition-{cube}-id"
-        pods = cube.chips // host_chips
-    return {
-        "kueue.x-k8s.io/podset-required-topology": BLOCK_LEVEL,
-        "kueue.x-k8s.io/podset-slice-required-topology": level,
-        "kueue.x-k8s.io/podset-slice-size": str(pods),
-    }
+    return slice_topology.kueue_annotations(generation, shape)
 
 
 def jobset(env: Env, name: str, level: str, shape: str, slices: int) -> dict[str, Any]:

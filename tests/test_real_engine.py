@@ -17,18 +17,11 @@ from typing import Any
 import pytest
 
 from plan import engine as offline
-from tests.engine import PASSPHRASE, ROOT, Engine, Workspace
+from tests.engine import PASSPHRASE, ROOT, Engine, Workspace, readme_deploy_commands, readme_stack
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 PROJECT_ID = "my-tpu-project"
 TOKEN = "hf_realEngineTestToken0123456789"
-
-
-def readme_deploy_commands() -> list[str]:
-    """The `pulumi ...` lines of the README's Deploy block, comments stripped."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split("### Deploy", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
-    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="session")
@@ -37,23 +30,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
 
 
 def _initialised(engine: Engine, stack: str, label: str) -> Workspace:
-    """A new stack made with the README's own commands, the stack file copied first."""
-    ws = engine.workspace(f"{label}-{stack}")
-    substitutions = {
-        "Pulumi.dev.yaml": f"Pulumi.{stack}.yaml",
-        "my-block-0": f"{stack}-new",
-        "my-project": PROJECT_ID,
-        "hf_...": TOKEN,
-    }
-    for command in readme_deploy_commands():
-        if command.startswith(("pulumi login", "pulumi preview", "pulumi up", "pulumi stack output")):
-            continue  # the backend is the test's; preview, up and output are what the tests check
-        line = command
-        for old, new in substitutions.items():
-            line = line.replace(old, new)
-        done = ws.shell(line)
-        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
-    return ws
+    return readme_stack(engine, stack, label, project=PROJECT_ID, token=TOKEN)
 
 
 @pytest.fixture(scope="module", params=STACKS)

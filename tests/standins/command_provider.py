@@ -22,7 +22,23 @@ from tests.standins.provider import StandInProvider, run, to_dict, to_struct
 COMMAND_TOKEN = "command:local:Command"
 
 
+# The engine sends a secret input wrapped in this signature object (the provider accepts secrets,
+# sdk/go/common/resource/sig/sig.go); the command must see the plain value.
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return plain(value.get("value"))
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def _run(script: str, inputs: dict[str, Any]) -> tuple[str, str]:
+    inputs = plain(inputs)
     interpreter = inputs.get("interpreter") or ["/bin/sh", "-c"]
     env = {**os.environ, **{k: str(v) for k, v in (inputs.get("environment") or {}).items()}}
     done = subprocess.run(
@@ -36,7 +52,7 @@ def _run(script: str, inputs: dict[str, Any]) -> tuple[str, str]:
 def compute(token: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if token != COMMAND_TOKEN:
         raise NotImplementedError(f"the command stand-in only runs {COMMAND_TOKEN}, not {token}")
-    stdout, stderr = _run(inputs["create"], inputs) if inputs.get("create") else ("", "")
+    stdout, stderr = _run(plain(inputs["create"]), inputs) if inputs.get("create") else ("", "")
     return (f"{name}-command", {**inputs, "stdout": stdout, "stderr": stderr})
 
 
@@ -46,13 +62,13 @@ class CommandStandIn(StandInProvider):
             return provider_pb2.UpdateResponse(properties=request.news)
         news = to_dict(request.news)
         script = news.get("update") or news.get("create")
-        stdout, stderr = _run(script, news) if script else ("", "")
+        stdout, stderr = _run(plain(script), news) if script else ("", "")
         return provider_pb2.UpdateResponse(properties=to_struct({**news, "stdout": stdout, "stderr": stderr}))
 
     def Delete(self, request: Any, context: Any) -> Any:  # noqa: N802
         state = to_dict(request.properties)
         if state.get("delete"):
-            _run(state["delete"], state)
+            _run(plain(state["delete"]), state)
         return super().Delete(request, context)
 
 

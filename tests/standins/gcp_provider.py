@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -56,6 +57,10 @@ CLUSTER = "gcp:container/cluster:Cluster"
 # a test that reaches the Kubernetes half by mistake fails at once and sends nothing off the
 # machine.
 LOOPBACK_ENDPOINT = "127.0.0.1:1"
+# A test that brings up a local control plane (tests/test_cluster_up.py) names it here: the cluster
+# then reports that API server's address and CA, as GKE reports its control plane's.
+ENDPOINT_ENV = "TPU_SLICING_STANDIN_GKE_ENDPOINT"
+CA_FILE_ENV = "TPU_SLICING_STANDIN_GKE_CA_FILE"
 
 
 @functools.cache
@@ -78,8 +83,10 @@ def cluster_ca() -> str:
 def gke_state(token: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     resource_id, state = cloud_state(token, name, inputs)
     if token == CLUSTER:
-        state["endpoint"] = LOOPBACK_ENDPOINT
-        state["masterAuth"] = {"clusterCaCertificate": cluster_ca()}
+        ca_file = os.environ.get(CA_FILE_ENV)
+        state["endpoint"] = os.environ.get(ENDPOINT_ENV) or LOOPBACK_ENDPOINT
+        ca = base64.b64encode(Path(ca_file).read_bytes()).decode() if ca_file else cluster_ca()
+        state["masterAuth"] = {"clusterCaCertificate": ca}
     if token == NODE_POOL:
         placement = dict(state.get("placementPolicy") or {})
         if placement.get("policyName"):

@@ -18,11 +18,11 @@ provision, and reacts to node failures; here every check passes at once.
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
 from tests import control_plane as cp
+from tests.standins.poller import Poller
 
 CONTROLLER_NAME = "accelerator.gke.io/slice"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -36,37 +36,14 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions") or []}
 
 
-class SliceAdmission:
+class SliceAdmission(Poller):
     """Poll AdmissionChecks and Workloads every `interval` seconds until `stop()`."""
 
+    name = "slice-admission-stand-in"
+
     def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.1) -> None:
-        self.plane = plane
-        self.interval = interval
-        self.error: BaseException | None = None
-        self.last_api_error: cp.ApiError | None = None
+        super().__init__(plane, interval=interval)
         self.readied = 0  # how many times a check state was set to Ready
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="slice-admission-stand-in", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.reconcile()
-            except cp.ApiError as err:
-                self.last_api_error = err  # a conflict or a transient refusal: poll again
-            except (OSError, cp.ControlPlaneError):
-                pass  # the plane is going away, or a transient connection error: poll again
-            except BaseException as err:  # reported to the test through `error`
-                self.error = err
-                return
-            self._stop.wait(self.interval)
 
     def _status(self, path: str, body: dict[str, Any]) -> None:
         self.plane.request(

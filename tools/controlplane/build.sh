@@ -2,9 +2,11 @@
 # `make controlplane`: a real local Kubernetes control plane for the tests, built from pinned Go modules.
 #
 # Puts into $TPU_SLICING_CONTROLPLANE (default ~/.cache/tpu-slicing/controlplane, outside the repository):
-#   bin/kube-apiserver, bin/kube-controller-manager, bin/kube-scheduler
+#   bin/kube-apiserver, bin/kube-controller-manager, bin/kube-scheduler, bin/kubectl
 #                                           k8s.io/kubernetes (pin: kubernetes/go.mod), the minor GKE runs
-#                                           for the program's cluster versions (1.36.x)
+#                                           for the program's cluster versions (1.36.x); kubectl is what
+#                                           the inference-CRD Command runs (a kubectl already on PATH at
+#                                           exactly this version is linked instead of built)
 #   bin/etcd                                go.etcd.io/etcd/server/v3 (pin: etcd/go.mod), the version that
 #                                           Kubernetes tag is tested with (its build/dependencies.yaml)
 #   bin/kwok                                sigs.k8s.io/kwok (pin: kwok/go.mod): simulated nodes and pods
@@ -51,9 +53,16 @@ k8s_minor="${k8s#v*.}" && k8s_minor="${k8s_minor%%.*}"
 k8s_pkg=k8s.io/component-base/version
 k8s_ldflags="-s -w -X $k8s_pkg.gitVersion=$k8s -X $k8s_pkg.gitMajor=$k8s_major -X $k8s_pkg.gitMinor=$k8s_minor"
 k8s_ldflags+=" -X $k8s_pkg.gitTreeState=clean -X $k8s_pkg.buildDate=1970-01-01T00:00:00Z"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     if stamp_ok "$cmd" "$k8s stripped"; then
         say "$cmd $k8s is in place"
+        continue
+    fi
+    on_path="$(command -v "$cmd" || true)"
+    if [ -n "$on_path" ] && [ "$on_path" != "$bin/$cmd" ] \
+        && "$on_path" version --client -o json 2>/dev/null | grep -q "\"gitVersion\": \"$k8s\""; then
+        say "$cmd $k8s found at $on_path"
+        ln -sf "$on_path" "$bin/$cmd" && echo "$k8s stripped" > "$cache/stamps/$cmd"
         continue
     fi
     say "building $cmd $k8s"

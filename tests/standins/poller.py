@@ -1,0 +1,51 @@
+"""A reconcile loop on a thread: what each controller stand-in on the local plane runs.
+
+A controller reconciles until it is stopped; API errors (conflicts, a kind not served yet) and
+connection errors are polled through, as a controller retries them. Anything else ends the loop
+and is kept in `error`, which the test reports.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tests import control_plane as cp
+
+
+class Poller:
+    name = "stand-in"
+
+    def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.2) -> None:
+        self.plane = plane
+        self.interval = interval
+        self.error: BaseException | None = None
+        self.last_api_error: cp.ApiError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise cp.ControlPlaneError(f"{self.name} failed: {self.error!r}")
+
+    def reconcile(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.reconcile()
+            except cp.ApiError as err:
+                self.last_api_error = err
+            except (OSError, cp.ControlPlaneError):
+                pass  # the plane is going away, or a transient connection error: poll again
+            except BaseException as err:  # reported to the test through `error`
+                self.error = err
+                return
+            self._stop.wait(self.interval)

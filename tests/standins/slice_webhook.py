@@ -1,0 +1,209 @@
+"""Stand-in for the slice controller's webhook server, the half of the closed image the API server calls.
+
+The program deploys the real slice controller's Deployment, Service, empty certificate Secret and
+a fail-closed MutatingWebhookConfiguration (k8s/slice_controller.py), and `pulumi up` waits until
+that configuration carries a CA (`pulumi.com/waitFor` on `.webhooks[0].clientConfig.caBundle`).
+On GKE the controller's certificate rotator makes a CA and a serving certificate for
+`<service>.<namespace>.svc`, writes them into the Secret and the CA into the configuration, and
+serves the webhooks on every replica. This stand-in does that, once the Service the webhooks
+name selects a ready controller pod exposing the Service's target port:
+
+1. writes the CA and a serving certificate into the Secret (`tls.crt`, `tls.key`, `ca.crt`, the
+   rotator's keys) and the CA into every webhook of the configuration, by update; nothing else
+   of the program's objects changes, so a second `pulumi up` still finds them as it left them;
+2. serves the webhooks over HTTPS and answers each AdmissionReview `allowed: true` with no
+   patch, recording the call;
+3. stands in for the pod network: kwok's pods have loopback addresses, which EndpointSlices
+   refuse, so the Service gets one more EndpointSlice (managed by this stand-in) with this
+   machine's own address and the stand-in's port. The API server routes webhook calls to
+   endpoints (`--enable-aggregator-routing`, tests/control_plane.py), so its call still goes
+   through the program's Service reference, name, namespace, port and path.
+
+What it cannot show: a replica receiving the call (the endpoint is the stand-in, not the pod),
+what the real controller's webhooks change on Jobs, JobSets, LWS and StatefulSets (their
+mutations are closed; here objects pass unchanged), its certificate rotation and leader
+election, and its behaviour when a replica is down.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import socket
+import ssl
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from k8s.slice_controller import CERT_SECRET, EXEMPT_NAMESPACES, NAMESPACE, WEBHOOK_CONFIG, WEBHOOK_SERVICE
+from tests import control_plane as cp
+from tests.standins.poller import Poller
+
+EXEMPT = frozenset(EXEMPT_NAMESPACES)
+
+
+def host_address() -> str:
+    """This machine's own non-loopback address (the route to a private address; nothing is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+            address = str(probe.getsockname()[0])
+        except OSError:
+            address = ""
+    if not address or address.startswith("127."):
+        raise cp.ControlPlaneError("no non-loopback address on this machine for the webhook endpoint")
+    return address
+
+
+CONFIG_PATH = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{WEBHOOK_CONFIG}"
+
+
+def serving_certificate(directory: Path, dns_name: str) -> tuple[bytes, bytes, bytes]:
+    """(ca.crt, tls.crt, tls.key) PEM for `dns_name`, made with openssl like the controllers' test certs."""
+    ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+    key, csr, crt, ext = directory / "tls.key", directory / "tls.csr", directory / "tls.crt", directory / "san.ext"
+    ext.write_text(f"subjectAltName=DNS:{dns_name}\nextendedKeyUsage=serverAuth\n")
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    cp._openssl("req", "-x509", *curve, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "2",
+                "-subj", "/CN=slice-controller-stand-in-ca")  # fmt: skip
+    cp._openssl("req", *curve, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={dns_name}")
+    cp._openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key), "-CAcreateserial",
+                "-out", str(crt), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return ca_crt.read_bytes(), crt.read_bytes(), key.read_bytes()
+
+
+class _Allow(http.server.BaseHTTPRequestHandler):
+    server_version = "slice-webhook-stand-in"
+    calls: list[tuple[str, str, str]]  # (path, kind, namespace), set on the server's handler class
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        request = review.get("request") or {}
+        self.calls.append((self.path, (request.get("kind") or {}).get("kind", ""), request.get("namespace", "")))
+        body = json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": request.get("uid", ""), "allowed": True},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class SliceWebhook(Poller):
+    name = "slice-webhook-stand-in"
+
+    def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.2) -> None:
+        super().__init__(plane, interval=interval)
+        self._dir = Path(tempfile.mkdtemp(prefix="slice-webhook-", dir=plane.workdir))
+        self.ca, self.cert, self.key = serving_certificate(self._dir, f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self._dir / "tls.crt", self._dir / "tls.key")
+        self.calls: list[tuple[str, str, str]] = []
+        handler = type("Allow", (_Allow,), {"calls": self.calls})
+        self.address = host_address()
+        self._server = http.server.ThreadingHTTPServer((self.address, 0), handler)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.port = self._server.server_address[1]
+        self.ready = False  # the CA is in the configuration and the endpoint is published
+
+    def start(self) -> None:
+        threading.Thread(target=self._server.serve_forever, name=self.name + "-server", daemon=True).start()
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reconcile(self) -> None:
+        try:
+            config = self.plane.request("GET", CONFIG_PATH)
+        except cp.ApiError as err:
+            if err.status == 404:
+                return  # the program creates it once the Deployment is ready
+            raise
+        webhooks = config.get("webhooks") or []
+        services = {(h["clientConfig"]["service"]["namespace"], h["clientConfig"]["service"]["name"]) for h in webhooks}
+        if services != {(NAMESPACE, WEBHOOK_SERVICE)}:
+            raise cp.ControlPlaneError(f"the webhooks name {sorted(services)}, not the controller's Service")
+        if not self._service_reaches_a_replica():
+            return
+        self._publish_endpoint()
+        self._write_certificate()
+        bundle = base64.b64encode(self.ca).decode()
+        if any(hook["clientConfig"].get("caBundle") != bundle for hook in webhooks):
+            for hook in webhooks:
+                hook["clientConfig"]["caBundle"] = bundle
+            self.plane.request("PUT", CONFIG_PATH, config)
+        self.ready = True
+
+    def _publish_endpoint(self) -> None:
+        name = f"{WEBHOOK_SERVICE}-stand-in"
+        self.plane.apply(
+            f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices/{name}",
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": name,
+                    "namespace": NAMESPACE,
+                    "labels": {
+                        "kubernetes.io/service-name": WEBHOOK_SERVICE,
+                        "endpointslice.kubernetes.io/managed-by": self.name,
+                    },
+                },
+                "addressType": "IPv6" if ":" in self.address else "IPv4",
+                "endpoints": [{"addresses": [self.address], "conditions": {"ready": True}}],
+                # Unnamed, as the Service's port: the API server matches them by name.
+                "ports": [{"name": "", "port": self.port, "protocol": "TCP"}],
+            },
+            manager=self.name,
+        )
+
+    def _service_reaches_a_replica(self) -> bool:
+        """The Service selects a ready pod with a container port equal to its target port."""
+        try:
+            service = self.plane.request("GET", f"/api/v1/namespaces/{NAMESPACE}/services/{WEBHOOK_SERVICE}")
+        except cp.ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+        selector = service["spec"].get("selector") or {}
+        targets = {p.get("targetPort", p["port"]) for p in service["spec"]["ports"] if p["port"] == 443}
+        if not selector or not targets:
+            return False
+        pods = self.plane.request(
+            "GET",
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            query={"labelSelector": ",".join(f"{k}={v}" for k, v in selector.items())},
+        )["items"]
+        for pod in pods:
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+            ports = {
+                value
+                for container in pod["spec"]["containers"]
+                for port in container.get("ports") or []
+                for value in (port["containerPort"], port.get("name"))
+            }
+            if ready and targets & ports:
+                return True
+        return False
+
+    def _write_certificate(self) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/secrets/{CERT_SECRET}"
+        secret = self.plane.request("GET", path)
+        if (secret.get("data") or {}).get("tls.crt"):
+            return
+        files = {"ca.crt": self.ca, "tls.crt": self.cert, "tls.key": self.key}
+        secret["data"] = {name: base64.b64encode(value).decode() for name, value in files.items()}
+        self.plane.request("PUT", path, secret)
