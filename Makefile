@@ -70,7 +70,7 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/mypy .
 
 unit: $(VENV)/.dev engine controlplane policy/venv/.ready
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest -n auto --dist loadgroup
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
 bench: $(VENV)/.dev engine controlplane policy/venv/.ready

@@ -18,7 +18,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from settings.naming import Names
-from shared import pod_security
+from shared import pod_security, quantities
 from shared.kubernetes_object import KubernetesObject
 from shared.labels import COMMON_LABELS
 
@@ -67,7 +67,7 @@ def cluster_queue_spec(args: KueueQueuesArgs) -> dict[str, Any]:
                         "resources": [
                             {"name": TPU_RESOURCE, "nominalQuota": str(args.tpu_chips)},
                             {"name": "cpu", "nominalQuota": str(args.vcpus)},
-                            {"name": "memory", "nominalQuota": f"{args.memory_gib}Gi"},
+                            {"name": "memory", "nominalQuota": quantities.binary(args.memory_gib)},
                         ],
                     }
                 ],

@@ -176,7 +176,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
     ):
         gke_addons.install(plane, config.versions.gateway_api_inference_extension)
         balancers = gke_addons.LoadBalancers(plane)
-        webhook = slice_webhook.SliceWebhook(plane)
+        generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
+        webhook = slice_webhook.SliceWebhook(plane, generation)
         balancers.start()
         webhook.start()
         try:
@@ -319,7 +320,10 @@ def lifecycle(
     request: pytest.FixtureRequest, engine: Engine, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Record]:
     label = request.param
-    yield _run_lifecycle(engine, label, CASES[label], tmp_path_factory.mktemp(f"up-{label}"))
+    record = _run_lifecycle(engine, label, CASES[label], tmp_path_factory.mktemp(f"up-{label}"))
+    steps = ", ".join(f"{step} {seconds:.0f} s" for step, seconds in record.seconds.items())
+    print(f"\n{label}: {len(record.state)} Kubernetes objects; {steps}")  # shown with -s
+    yield record
 
 
 def _ok(record: Record, step: str) -> Any:

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from domain.topology import Generation, Topology
-from shared import network_policies, pod_security
+from shared import network_policies, pod_security, quantities
 from shared.kubernetes_object import KubernetesObject
 from shared.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
 from shared.ports import DECODE_VLLM_PORT, POOL_PORT
@@ -177,7 +177,7 @@ def _resources(args: VllmPdArgs, chips: int) -> dict[str, Any]:
     amounts = {
         "google.com/tpu": str(chips),
         "cpu": str(args.machine_vcpus - 4),
-        "memory": f"{args.machine_memory_gib - 110}Gi",
+        "memory": quantities.binary(args.machine_memory_gib - 110),
     }
     return {"requests": dict(amounts), "limits": dict(amounts)}
 

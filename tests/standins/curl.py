@@ -3,7 +3,7 @@
 The Command (k8s/inference_crds.py) downloads the Gateway API Inference Extension CRD files the
 program owns at a pinned commit with `curl -fsSL --retry 5 URL -o FILE`, checks the sha256 it
 knows, and applies them with kubectl. GitHub cannot be reached here. This stand-in answers only
-such URLs: the commit names the release (k8s/inference_releases.py), and the file is read from
+such URLs: the commit names the release (domain/inference_releases.py), and the file is read from
 $TPU_SLICING_CRDS/gateway-api-inference-extension/<release>/ when that folder has it, so the
 Command's own checksum check runs on the upstream file. A file of the release that the folder
 lacks (the x-k8s InferenceObjective and InferenceModelRewrite CRDs, which carry no checksum and
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from k8s.inference_releases import RELEASES, REPOSITORY
+from domain.inference_releases import RELEASES, REPOSITORY
 
 # The kinds of the CRD files a release lists without a shared copy (plural.group -> kind).
 KINDS = {

@@ -3,7 +3,7 @@
 With the Gateway API, Managed Prometheus and the inference extension on, GKE installs CRDs and a
 GatewayClass before the program's objects arrive, and its load-balancer controllers give
 LoadBalancer Services and Gateways their addresses; `pulumi up` waits for those addresses
-(k8s/awaits.py, k8s/inference_gateway.py). `install(plane)` puts in what GKE installs:
+(shared/awaits.py, k8s/inference_gateway.py). `install(plane)` puts in what GKE installs:
 
 - the Gateway API CRDs (GatewayClass, Gateway, HTTPRoute) and the InferencePool CRD, from the
   upstream schemas in $TPU_SLICING_CRDS (never copied here), so the API server validates the

@@ -10,14 +10,23 @@ does only the two things Kueue waits for:
    check is not Ready, sets that state to Ready by server-side apply of the status with
    fieldManager `accelerator.gke.io/slice` and force, as an admission check controller does.
 
-Kueue then admits the Workload and unsuspends its job. What it cannot show: the real controller
-forms the ICI links of each admitted slice (it creates Slice objects for the pods' topology
-assignment), checks the partitions' health and may answer Retry or Rejected, takes time to
-provision, and reacts to node failures; here every check passes at once.
+Kueue then admits the Workload and unsuspends its job. Like the real controller once a slice is
+formed, it then labels the slice's nodes (GKE docs "Use dynamic slicing with a custom scheduler",
+whose clean-up removes the labels the slice controller adds with `kubectl label nodes --all
+cloud.google.com/gke-tpu-slice- cloud.google.com/gke-tpu-slice-topology-`): the slice's name and
+its shape, one slice per LWS group or per Job of a
+JobSet, on the nodes Kueue's topology assignment gave its pods. The program's exclusive-topology
+annotations (one LWS group per slice) need that label on the nodes.
+
+What it cannot show: the real controller forms the ICI links of each admitted slice (it creates
+Slice objects for the pods' topology assignment), checks the partitions' health and may answer
+Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
+when it is torn down; here every check passes at once and labels stay until overwritten.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +34,12 @@ from tests import control_plane as cp
 from tests.standins.poller import Poller
 
 CONTROLLER_NAME = "accelerator.gke.io/slice"
+SLICE_LABEL = "cloud.google.com/gke-tpu-slice"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-slice-topology"
+SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
+HOST = "kubernetes.io/hostname"
+# The label of a pod that names its exclusive unit: an LWS group, or one Job of a JobSet.
+UNITS = ("leaderworkerset.sigs.k8s.io/group-key", "jobset.sigs.k8s.io/job-key")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 
 
@@ -55,6 +70,40 @@ class SliceAdmission(Poller):
         )
 
     def reconcile(self) -> None:
+        self._check_workloads()
+        self._label_slices()
+
+    def _label_slices(self) -> None:
+        """Label the nodes of each placed slice with its name and shape (merge patches, idempotent)."""
+        units: dict[str, tuple[str, set[str]]] = {}
+        for pod in self.plane.request("GET", "/api/v1/pods")["items"]:
+            meta, spec = pod["metadata"], pod["spec"]
+            shape = (meta.get("annotations") or {}).get(SLICE_TOPOLOGY_ANNOTATION)
+            host = (spec.get("nodeSelector") or {}).get(HOST) or spec.get("nodeName")
+            unit = next((meta["labels"][key] for key in UNITS if key in (meta.get("labels") or {})), None)
+            if shape and host and unit:
+                units.setdefault(unit, (shape, set()))[1].add(host)
+        if not units:
+            return
+        labels = {
+            n["metadata"]["name"]: n["metadata"].get("labels") or {}
+            for n in self.plane.request("GET", "/api/v1/nodes")["items"]
+        }
+        for unit, (shape, hosts) in units.items():
+            name = "slice-" + hashlib.sha256(unit.encode()).hexdigest()[:16]
+            for host in sorted(hosts):
+                if host in labels and (labels[host].get(SLICE_LABEL), labels[host].get(TOPOLOGY_LABEL)) != (
+                    name,
+                    shape,
+                ):
+                    self.plane.request(
+                        "PATCH",
+                        f"/api/v1/nodes/{host}",
+                        {"metadata": {"labels": {SLICE_LABEL: name, TOPOLOGY_LABEL: shape}}},
+                        content_type="application/merge-patch+json",
+                    )
+
+    def _check_workloads(self) -> None:
         checks = set()
         for check in self.plane.request("GET", f"{KUEUE}/admissionchecks")["items"]:
             if check.get("spec", {}).get("controllerName") != CONTROLLER_NAME:

@@ -11,8 +11,9 @@ name selects a ready controller pod exposing the Service's target port:
 1. writes the CA and a serving certificate into the Secret (`tls.crt`, `tls.key`, `ca.crt`, the
    rotator's keys) and the CA into every webhook of the configuration, by update; nothing else
    of the program's objects changes, so a second `pulumi up` still finds them as it left them;
-2. serves the webhooks over HTTPS and answers each AdmissionReview `allowed: true` with no
-   patch, recording the call;
+2. serves the webhooks over HTTPS, records each call and allows it, adding to every pod template
+   that names a slice shape Kueue's topology request for it (slice_topology.py: derived by us,
+   since the controller's own mutation is closed);
 3. stands in for the pod network: kwok's pods have loopback addresses, which EndpointSlices
    refuse, so the Service gets one more EndpointSlice (managed by this stand-in) with this
    machine's own address and the stand-in's port. The API server routes webhook calls to
@@ -20,9 +21,9 @@ name selects a ready controller pod exposing the Service's target port:
    through the program's Service reference, name, namespace, port and path.
 
 What it cannot show: a replica receiving the call (the endpoint is the stand-in, not the pod),
-what the real controller's webhooks change on Jobs, JobSets, LWS and StatefulSets (their
-mutations are closed; here objects pass unchanged), its certificate rotation and leader
-election, and its behaviour when a replica is down.
+what else the real controller's webhooks change on Jobs, JobSets, LWS and StatefulSets (their
+mutations are closed), its certificate rotation and leader election, and its behaviour when a
+replica is down.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from domain import topology
 from k8s.slice_controller import CERT_SECRET, EXEMPT_NAMESPACES, NAMESPACE, WEBHOOK_CONFIG, WEBHOOK_SERVICE
 from tests import control_plane as cp
+from tests.standins import slice_topology
 from tests.standins.poller import Poller
 
 EXEMPT = frozenset(EXEMPT_NAMESPACES)
@@ -74,20 +77,55 @@ def serving_certificate(directory: Path, dns_name: str) -> tuple[bytes, bytes, b
     return ca_crt.read_bytes(), crt.read_bytes(), key.read_bytes()
 
 
-class _Allow(http.server.BaseHTTPRequestHandler):
+def _templates(kind: str, obj: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
+    """(JSON pointer, pod template, one group) of each pod template the object carries."""
+    spec = obj.get("spec") or {}
+    if kind == "LeaderWorkerSet":
+        lws = spec.get("leaderWorkerTemplate") or {}
+        return [
+            (f"/spec/leaderWorkerTemplate/{t}", lws[t], True) for t in ("leaderTemplate", "workerTemplate") if t in lws
+        ]
+    if kind == "JobSet":
+        return [
+            (f"/spec/replicatedJobs/{i}/template/spec/template", job["template"]["spec"]["template"], False)
+            for i, job in enumerate(spec.get("replicatedJobs") or [])
+        ]
+    if kind in ("Job", "StatefulSet") and "template" in spec:
+        return [("/spec/template", spec["template"], kind == "StatefulSet")]
+    return []
+
+
+def topology_patch(generation: topology.Generation, kind: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON Patch adding Kueue's topology request to every template that names a slice shape."""
+    patch = []
+    for pointer, template, one_group in _templates(kind, obj):
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        shape = annotations.get(slice_topology.SLICE_TOPOLOGY_ANNOTATION)
+        if not shape:
+            continue
+        for key, value in slice_topology.kueue_annotations(generation, shape, one_group=one_group).items():
+            if key not in annotations:
+                path = f"{pointer}/metadata/annotations/{key.replace('~', '~0').replace('/', '~1')}"
+                patch.append({"op": "add", "path": path, "value": value})
+    return patch
+
+
+class _Mutate(http.server.BaseHTTPRequestHandler):
     server_version = "slice-webhook-stand-in"
     calls: list[tuple[str, str, str]]  # (path, kind, namespace), set on the server's handler class
+    generation: topology.Generation
 
     def do_POST(self) -> None:
         review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         request = review.get("request") or {}
-        self.calls.append((self.path, (request.get("kind") or {}).get("kind", ""), request.get("namespace", "")))
+        kind = (request.get("kind") or {}).get("kind", "")
+        self.calls.append((self.path, kind, request.get("namespace", "")))
+        response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+        patch = topology_patch(self.generation, kind, request.get("object") or {})
+        if patch:
+            response |= {"patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(patch).encode()).decode()}
         body = json.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": request.get("uid", ""), "allowed": True},
-            }
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
         ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -102,14 +140,14 @@ class _Allow(http.server.BaseHTTPRequestHandler):
 class SliceWebhook(Poller):
     name = "slice-webhook-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.2) -> None:
+    def __init__(self, plane: cp.ControlPlane, generation: topology.Generation, *, interval: float = 0.2) -> None:
         super().__init__(plane, interval=interval)
         self._dir = Path(tempfile.mkdtemp(prefix="slice-webhook-", dir=plane.workdir))
         self.ca, self.cert, self.key = serving_certificate(self._dir, f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self._dir / "tls.crt", self._dir / "tls.key")
         self.calls: list[tuple[str, str, str]] = []
-        handler = type("Allow", (_Allow,), {"calls": self.calls})
+        handler = type("Mutate", (_Mutate,), {"calls": self.calls, "generation": generation})
         self.address = host_address()
         self._server = http.server.ThreadingHTTPServer((self.address, 0), handler)
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)

@@ -178,7 +178,7 @@ for spec in kueue:sigs.k8s.io/kueue:config/components/webhook/manifests.yaml \
 done
 
 for line in "${built[@]+"${built[@]}"}"; do say "built $line"; done
-say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler $k8s, etcd $etcd, kwok $kwok,${controllers%,} in $bin"
+say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler/kubectl $k8s, etcd $etcd, kwok $kwok,${controllers%,} in $bin"
 # Disk only after a build: measuring the shared Go caches takes seconds.
 if [ "${#built[@]}" -gt 0 ]; then
     say "disk: binaries $(du -sh "$bin" | cut -f1); Go module cache $(du -sh "$(go env GOMODCACHE)" | cut -f1)," \
