@@ -254,25 +254,15 @@ def _profile(mask: int, levels: int) -> _Profile:
     return _Profile(tuple(sum(row) for row in free), tuple(first), tuple(L for L, f in enumerate(first) if f >= 0))
 
 
-def _bits(offset: int, level: int) -> int:
-    return ((1 << (1 << level)) - 1) << offset
-
-
 # ---------------------------------------------------------------- simulation
 
 
-class _Piece(NamedTuple):  # a tuple: made once per slice per admission, so cheap to build
-    slice_index: int
-    cube: int
-    offset: int  # cells
-    level: int
-
-
-class _Holding(NamedTuple):  # tuples, like _Piece: built on every admission and search
+class _Holding(NamedTuple):  # a tuple: built on every admission, so cheap to build
     request: Request
-    seq: int  # admission sequence number: larger is more recent
-    pieces: tuple[_Piece, ...]
-    spans: tuple[tuple[int, int], ...] = ()  # (cube, occupied-cell bits) per cube, for the preemption search
+    level: int  # the block level of each of its pieces (all alike)
+    blocks: tuple[int, ...]  # each piece's block index at `level`, cube-major, in allocation order
+    spans: tuple[tuple[int, int], ...]  # (cube, occupied-cell bits) per cube, ascending cube
+    cubes: tuple[int, ...]  # the cubes of `spans`
 
 
 class _Search(NamedTuple):
@@ -281,13 +271,26 @@ class _Search(NamedTuple):
     reason: str = ""
 
 
+class _Profiles(dict[int, _Profile]):
+    """Cell mask -> `_profile` of it, for one cube size (a dict hit is cheaper than the lru_cache call)."""
+
+    def __init__(self, levels: int) -> None:
+        super().__init__()
+        self.levels = levels
+
+    def __missing__(self, mask: int) -> _Profile:
+        profile = self[mask] = _profile(mask, self.levels)
+        return profile
+
+
 class _Cubes:
     """Occupancy of the block: one bit mask per cube plus free-block counts and best-fit heaps."""
 
     def __init__(self, cubes: int, levels: int) -> None:
         self.levels = levels
         self.masks = [0] * cubes
-        empty = _profile(0, levels)
+        self.profile_of = _Profiles(levels)
+        empty = self.profile_of[0]
         self.profiles = [empty] * cubes  # _profile(masks[cube]) for each cube
         self.avail = [count * cubes for count in empty.counts]
         self.free_cells = cubes << levels
@@ -298,7 +301,7 @@ class _Cubes:
         self.in_heap = [set(heap) for heap in self.heaps]
 
     def _set(self, cube: int, mask: int) -> None:
-        old, new = self.profiles[cube].counts, _profile(mask, self.levels)
+        old, new = self.profiles[cube].counts, self.profile_of[mask]
         avail = self.avail
         for level, count in enumerate(new.counts):
             avail[level] += count - old[level]
@@ -315,16 +318,32 @@ class _Cubes:
             members.discard(heapq.heappop(heap))
         return heap[0] if heap else None
 
-    def allocate(self, level: int) -> tuple[int, int]:
-        """Best fit (A4): the smallest maximal free block that holds a `level` block."""
-        for size in range(level, self.levels + 1):
+    def allocate(self, level: int, count: int) -> list[tuple[int, int, int, int]]:
+        """Best fit (A4) for `count` blocks of `level`, one at a time: (cube, offset, blocks, bits) runs.
+
+        Each block goes into the smallest maximal free block that holds it. When that one (B, of
+        level s) is larger, no cube had a maximal free block of a level in [level, s), so splitting B
+        leaves the smallest ones in B, right after the piece: the next blocks fill B from its start,
+        and one mask update covers them all, until B is full or the count is met.
+        """
+        runs = []
+        masks, profiles, top = self.masks, self.profiles, self.levels
+        self.free_cells -= count << level
+        while count:
+            size = level
             cube = self._lowest(size)
-            if cube is not None:
-                offset = self.profiles[cube].first_maximal[size]
-                self._set(cube, self.masks[cube] | _bits(offset, level))
-                self.free_cells -= 1 << level
-                return cube, offset
-        raise AssertionError("allocate() called without a free block")  # callers check avail first
+            while cube is None:
+                size += 1
+                if size > top:
+                    raise AssertionError("allocate() called without a free block")  # callers check avail first
+                cube = self._lowest(size)
+            offset = profiles[cube].first_maximal[size]
+            blocks = min(count, 1 << (size - level))
+            bits = ((1 << (blocks << level)) - 1) << offset
+            self._set(cube, masks[cube] | bits)
+            runs.append((cube, offset, blocks, bits))
+            count -= blocks
+        return runs
 
     def release(self, spans: Iterable[tuple[int, int]]) -> None:
         """Free the cells of (cube, bits) spans; the order of release changes nothing (heaps are lazy)."""
@@ -349,29 +368,37 @@ class _Fenwick:
     """Prefix sums over priority ranks, several columns at once: "how much is held below priority p".
 
     Columns 0..levels count occupied blocks of each level by the rank of their top holder,
-    then the admitted workloads and their chips by rank. One walk updates every column.
+    then the admitted workloads and their chips by rank. One flat list per column, and each
+    rank's update path (the nodes an update there touches) worked out once, on its first use.
     """
 
-    __slots__ = ("tree",)
+    __slots__ = ("columns", "paths")
 
     def __init__(self, size: int, columns: int) -> None:
-        self.tree = [[0] * columns for _ in range(size + 1)]
+        self.columns = [[0] * (size + 1) for _ in range(columns)]
+        self.paths: list[list[int] | None] = [None] * size
 
     def add(self, index: int, deltas: list[int]) -> None:
         """Add `deltas` (one per column) at rank `index`."""
-        tree, i, size = self.tree, index + 1, len(self.tree)
-        changes = [(column, delta) for column, delta in enumerate(deltas) if delta]
-        while i < size:
-            node = tree[i]
-            for column, delta in changes:
-                node[column] += delta
-            i += i & -i
+        path = self.paths[index]
+        if path is None:
+            i, size, path = index + 1, len(self.columns[0]), []
+            while i < size:
+                path.append(i)
+                i += i & -i
+            self.paths[index] = path
+        columns = self.columns
+        for column, delta in enumerate(deltas):
+            if delta:
+                tree = columns[column]
+                for i in path:
+                    tree[i] += delta
 
     def below(self, index: int, column: int) -> int:
         """The sum of `column` over ranks [0, index)."""
-        tree, i, total = self.tree, index, 0
+        tree, i, total = self.columns[column], index, 0
         while i:
-            total += tree[i][column]
+            total += tree[i]
             i &= i - 1
         return total
 
@@ -404,12 +431,17 @@ class _Simulator:
             raise ValueError(f"cubes must be >= 0, got {cubes}")
         self.cubes = cubes
         levels = self.geometry.levels
-        self.demands = {r.name: _demand(r, generation, self.geometry) for r in self.requests}
+        by_shape: dict[tuple[str, int], _Demand] = {}  # one parse per shape and slice count, not per request
+        self.demands = {}
+        for r in self.requests:
+            demand = by_shape.get((r.shape, r.slices))
+            if demand is None:
+                demand = by_shape[r.shape, r.slices] = _demand(r, generation, self.geometry)
+            self.demands[r.name] = demand
         self.block = _Cubes(cubes, levels)
         self.holdings: dict[str, _Holding] = {}
         self.pending: dict[str, Request] = {}
         self.events: list[Event] = []
-        self.seq = 0
         self.range_text: dict[int, str] = {}  # cell mask -> its chip ranges, for the event details
         self.free = [_FreeBlocks(level, levels) for level in range(levels + 1)]  # cell mask -> free blocks
         # Priorities as dense ranks, 0 the lowest.
@@ -446,23 +478,22 @@ class _Simulator:
 
     def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
         """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
-        levels, tops, pieces = self.geometry.levels, self.tops, holding.pieces
-        piece_level = pieces[0].level  # all the pieces of a workload are alike
+        levels, tops, blocks = self.geometry.levels, self.tops, holding.blocks
+        piece_level = holding.level
         sign = 1 if add else -1
         own = [0] * (levels + 3)  # the changes at the holding's own rank
         own[self.count_column] = sign
         own[self.chips_column] = sign * self.demands[holding.request.name].chips
         for level in range(piece_level + 1):  # the blocks inside its pieces: all held by it alone
-            own[level] = sign * len(pieces) << (piece_level - level)
+            own[level] = sign * len(blocks) << (piece_level - level)
         others: dict[int, list[int]] = {}  # ... and at the ranks of the blocks' previous (or next) top holders
         # Only a piece's own block records its rank: a block strictly inside a piece is never read
         # while the piece is there (it is no other piece's ancestor or sibling), and reads -1, free,
         # before and after.
-        mark, shift, own_row = (rank if add else -1), levels - piece_level, tops[piece_level]
-        for piece in pieces:
-            index = (piece.cube << shift) + (piece.offset >> piece_level)
-            own_row[index] = mark
-            below, level = own_row, piece_level
+        mark, own_row = (rank if add else -1), tops[piece_level]
+        for block in blocks:
+            own_row[block] = mark
+            below, level, index = own_row, piece_level, block
             while level < levels:  # the enclosing blocks: their top holder may change
                 level, index = level + 1, index >> 1
                 row = tops[level]
@@ -507,7 +538,7 @@ class _Simulator:
         than every group already looked at, so only that frontier is checked. A whole level is
         skipped when even its first pending position cannot use its smallest block count.
         """
-        ranks, avail, tree = self.queue_rank, self.block.avail, self.held.tree
+        ranks, avail, columns = self.queue_rank, self.block.avail, self.held.columns
         best = len(ranks)
         for level, groups in enumerate(self.by_level):
             union = self.level_waiting[level]
@@ -519,9 +550,10 @@ class _Simulator:
                 if positions:
                     fewest = blocks
                     break
+            tree = columns[level]
             usable, i = avail[level], ranks[union[index]]
             while i and usable < fewest:
-                usable += tree[i][level]
+                usable += tree[i]
                 i &= i - 1
             if usable < fewest:
                 continue
@@ -535,7 +567,7 @@ class _Simulator:
                 frontier = positions[index]
                 usable, i = avail[level], ranks[frontier]  # _usable(), inlined: this is the hot loop
                 while i and usable < blocks:
-                    usable += tree[i][level]
+                    usable += tree[i]
                     i &= i - 1
                 if usable >= blocks:
                     best = frontier
@@ -615,16 +647,25 @@ class _Simulator:
             self.evict(victim, request, step)
         demand = self.demands[request.name]
         rank = self.rank[request.name]
-        pieces = []
-        for index in range(request.slices):
-            for _ in range(demand.per_slice):
-                cube, offset = self.block.allocate(demand.level)
-                pieces.append(tuple.__new__(_Piece, (index, cube, offset, demand.level)))  # _Piece(...), minus a call
-        spans: dict[int, int] = {}
-        for piece in pieces:
-            spans[piece.cube] = spans.get(piece.cube, 0) | _bits(piece.offset, piece.level)
-        self.seq += 1
-        holding = _Holding(request, self.seq, tuple(pieces), tuple(spans.items()))
+        level = demand.level
+        shift = self.geometry.levels - level
+        runs = self.block.allocate(level, demand.blocks)
+        if len(runs) == 1:
+            cube, offset, count, bits = runs[0]
+            first = (cube << shift) + (offset >> level)
+            blocks: tuple[int, ...] = tuple(range(first, first + count))
+            spans: tuple[tuple[int, int], ...] = ((cube, bits),)
+            cubes: tuple[int, ...] = (cube,)
+        else:
+            indexes: list[int] = []
+            by_cube: dict[int, int] = {}
+            for cube, offset, count, bits in runs:
+                first = (cube << shift) + (offset >> level)
+                indexes += range(first, first + count)
+                by_cube[cube] = by_cube.get(cube, 0) | bits
+            blocks, spans = tuple(indexes), tuple(sorted(by_cube.items()))
+            cubes = tuple(cube for cube, _ in spans)
+        holding = _Holding(request, level, blocks, spans, cubes)
         self._hold(holding, rank, add=True)
         self.holdings[request.name] = holding
         if not self.by_rank[rank]:
@@ -637,7 +678,7 @@ class _Simulator:
         if victims:
             detail = f"preempts {', '.join(v.request.name for v in victims)}; {detail}"
         names = tuple(v.request.name for v in victims)
-        self.events.append(Event(step, request.name, "admitted", detail, _cubes_of(holding), names))
+        self.events.append(Event(step, request.name, "admitted", detail, holding.cubes, names))
 
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
         name = victim.request.name
@@ -650,7 +691,7 @@ class _Simulator:
             del self.active[bisect.bisect_left(self.active, rank)]
         self._queue(victim.request)
         detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
-        self.events.append(Event(step, name, "preempted", detail, _cubes_of(victim), by=preemptor.name))
+        self.events.append(Event(step, name, "preempted", detail, victim.cubes, by=preemptor.name))
 
     def _queue(self, request: Request) -> None:
         self.pending[request.name] = request
@@ -658,7 +699,7 @@ class _Simulator:
 
     def _where(self, holding: _Holding) -> str:
         """Each cube with the chip ranges the holding uses there, adjacent pieces merged."""
-        return ", ".join(f"cube {cube} {self._ranges(bits)}" for cube, bits in sorted(holding.spans))
+        return ", ".join(f"cube {cube} {self._ranges(bits)}" for cube, bits in holding.spans)  # in cube order
 
     def _ranges(self, bits: int) -> str:
         """'[0-32) [48-64)': the runs of set bits (cells) of one cube's mask, in chips; remembered per mask."""
@@ -719,10 +760,13 @@ class _Simulator:
                 continue
             final[request.name] = "admitted"
             reasons[request.name] = self._where(holding)
-            pieces = sorted(holding.pieces, key=lambda p: (p.slice_index, p.cube, p.offset))
-            placements += [
-                Placement(request.name, p.slice_index, p.cube, p.offset * cell, cell << p.level) for p in pieces
-            ]
+            level, per_slice = holding.level, self.demands[request.name].per_slice
+            shift, chips = self.geometry.levels - level, cell << level
+            pieces = sorted(  # (slice, cube, offset in cells) of each piece, in allocation order before the sort
+                (k // per_slice, block >> shift, (block & ((1 << shift) - 1)) << level)
+                for k, block in enumerate(holding.blocks)
+            )
+            placements += [Placement(request.name, s, cube, offset * cell, chips) for s, cube, offset in pieces]
         return Prediction(
             events=tuple(self.events),
             final=final,
@@ -733,10 +777,6 @@ class _Simulator:
             cell_chips=cell,
             requests=tuple(self.requests),
         )
-
-
-def _cubes_of(holding: _Holding) -> tuple[int, ...]:
-    return tuple(sorted(cube for cube, _ in holding.spans))  # one span per cube
 
 
 def _s(count: int) -> str:
