@@ -364,55 +364,17 @@ class _FreeBlocks(dict[int, int]):
         return count
 
 
-class _Fenwick:
-    """Prefix sums over priority ranks, several columns at once: "how much is held below priority p".
-
-    Columns 0..levels count occupied blocks of each level by the rank of their top holder,
-    then the admitted workloads and their chips by rank. One flat list per column, and each
-    rank's update path (the nodes an update there touches) worked out once, on its first use.
-    """
-
-    __slots__ = ("columns", "paths")
-
-    def __init__(self, size: int, columns: int) -> None:
-        self.columns = [[0] * (size + 1) for _ in range(columns)]
-        self.paths: list[list[int] | None] = [None] * size
-
-    def add(self, index: int, deltas: list[int]) -> None:
-        """Add `deltas` (one per column) at rank `index`."""
-        path = self.paths[index]
-        if path is None:
-            i, size, path = index + 1, len(self.columns[0]), []
-            while i < size:
-                path.append(i)
-                i += i & -i
-            self.paths[index] = path
-        columns = self.columns
-        for column, delta in enumerate(deltas):
-            if delta:
-                tree = columns[column]
-                for i in path:
-                    tree[i] += delta
-
-    def below(self, index: int, column: int) -> int:
-        """The sum of `column` over ranks [0, index)."""
-        tree, i, total = self.columns[column], index, 0
-        while i:
-            total += tree[i]
-            i &= i - 1
-        return total
-
-
 class _Simulator:
     """The replay (A5-A7), with indexes that keep it near-linear in the number of requests.
 
     Two facts make it fast without changing a verdict. (1) Releasing cells never lowers a
     free-block count, so the greedy search of A6 fits exactly when evicting every strictly
     lower-priority workload would, and that count is the free blocks plus the occupied
-    blocks whose top holder ranks below the request: a Fenwick tree over priority ranks
-    with a column per block level.
-    A failed search, and the reason of a pending workload, cost O(log n) instead of a sort
-    of all priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
+    blocks whose top holder ranks below the request: per block level, the top holders' ranks
+    of its occupied blocks in a sorted list, so the count is one bisection (in C), and an
+    update a C-level insertion into a list no longer than the block's cells, whatever the
+    number of requests. A failed search, and the reason of a pending workload, cost
+    O(log n) instead of a sort of all priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
     workloads in queue order and admits exactly those that fit when popped; the others
     change nothing. So the pass jumps straight to the next pending workload that fits
     (`_next_fit`) instead of re-trying every pending workload after every preemption,
@@ -450,8 +412,11 @@ class _Simulator:
         self.rank = {r.name: rank_of[r.priority] for r in self.requests}
         self.by_rank: list[dict[str, None]] = [{} for _ in distinct]  # admitted names, in admission order
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
-        self.held = _Fenwick(len(distinct), levels + 3)
-        self.count_column, self.chips_column = levels + 1, levels + 2
+        # held[L]: the top holder's rank of each occupied aligned block of level L, ascending (a block
+        # strictly inside a piece counts too, its top being the piece's holder); held_ranks: the rank
+        # of each admitted workload, ascending. A level-0 block is a cell, so held[0] counts cells.
+        self.held: list[list[int]] = [[] for _ in range(levels + 1)]
+        self.held_ranks: list[int] = []
         # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if
         # free; a block strictly inside one piece is never read and keeps -1 (see _hold)
         self.tops = [[-1] * (cubes << (levels - level)) for level in range(levels + 1)]
@@ -474,47 +439,52 @@ class _Simulator:
 
     def _usable(self, rank: int, level: int) -> int:
         """Free `level` blocks once every workload ranked below `rank` is evicted."""
-        return self.block.avail[level] + self.held.below(rank, level)
+        return self.block.avail[level] + bisect.bisect_left(self.held[level], rank)
 
     def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
         """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
-        levels, tops, blocks = self.geometry.levels, self.tops, holding.blocks
-        piece_level = holding.level
-        sign = 1 if add else -1
-        own = [0] * (levels + 3)  # the changes at the holding's own rank
-        own[self.count_column] = sign
-        own[self.chips_column] = sign * self.demands[holding.request.name].chips
-        for level in range(piece_level + 1):  # the blocks inside its pieces: all held by it alone
-            own[level] = sign * len(blocks) << (piece_level - level)
-        others: dict[int, list[int]] = {}  # ... and at the ranks of the blocks' previous (or next) top holders
-        # Only a piece's own block records its rank: a block strictly inside a piece is never read
-        # while the piece is there (it is no other piece's ancestor or sibling), and reads -1, free,
-        # before and after.
+        levels, tops, held = self.geometry.levels, self.tops, self.held
+        piece_level, blocks = holding.level, holding.blocks
+        # The blocks inside its pieces, their own blocks included, are held by it alone: equal
+        # entries, added or removed as one slice.
+        for level in range(piece_level + 1):
+            row, count = held[level], len(blocks) << (piece_level - level)
+            at = bisect.bisect_left(row, rank)
+            if add:
+                row[at:at] = [rank] * count
+            else:
+                del row[at : at + count]
+        if add:
+            bisect.insort(self.held_ranks, rank)
+        else:
+            del self.held_ranks[bisect.bisect_left(self.held_ranks, rank)]
+        # The enclosing blocks: their top holder may change. Only a piece's own block records its
+        # rank in `tops`: a block strictly inside a piece is never read there while the piece is
+        # there (it is no other piece's ancestor or sibling), and reads -1, free, before and after.
         mark, own_row = (rank if add else -1), tops[piece_level]
         for block in blocks:
             own_row[block] = mark
             below, level, index = own_row, piece_level, block
-            while level < levels:  # the enclosing blocks: their top holder may change
+            while level < levels:
                 level, index = level + 1, index >> 1
                 row = tops[level]
                 old = row[index]
                 if add:
                     if old >= rank:
                         break  # and so for every larger block: each one's top is its halves' larger top
-                    new, other = rank, old
+                    new = rank
                 else:
                     left, right = below[2 * index], below[2 * index + 1]
-                    new = other = left if left > right else right
+                    new = left if left > right else right
                     if new == old:
                         break
                 row[index] = new
-                own[level] += sign
-                if other >= 0:
-                    others.setdefault(other, [0] * (levels + 3))[level] -= sign
+                ordered = held[level]
+                if old >= 0:
+                    del ordered[bisect.bisect_left(ordered, old)]
+                if new >= 0:
+                    bisect.insort(ordered, new)
                 below = row
-        self.held.add(rank, own)
-        for other, deltas in others.items():
-            self.held.add(other, deltas)
 
     def _wait(self, request: Request, waiting: bool) -> None:
         """Mark `request` pending (or not) in its (level, block count) group."""
@@ -538,11 +508,11 @@ class _Simulator:
         than every group already looked at, so only that frontier is checked. A whole level is
         skipped when even its first pending position cannot use its smallest block count.
         """
-        ranks, avail, columns = self.queue_rank, self.block.avail, self.held.columns
+        ranks, avail, held, bisect_left = self.queue_rank, self.block.avail, self.held, bisect.bisect_left
         best = len(ranks)
         for level, groups in enumerate(self.by_level):
             union = self.level_waiting[level]
-            index = bisect.bisect_left(union, start)
+            index = bisect_left(union, start)
             if index == len(union) or union[index] >= best:
                 continue
             fewest = 0  # the smallest block count pending at this level
@@ -550,26 +520,18 @@ class _Simulator:
                 if positions:
                     fewest = blocks
                     break
-            tree = columns[level]
-            usable, i = avail[level], ranks[union[index]]
-            while i and usable < fewest:
-                usable += tree[i]
-                i &= i - 1
-            if usable < fewest:
+            tops = held[level]
+            if avail[level] + bisect_left(tops, ranks[union[index]]) < fewest:
                 continue
             frontier = best
             for blocks, positions in groups:
                 if not positions:
                     continue
-                index = bisect.bisect_left(positions, start)
+                index = bisect_left(positions, start)
                 if index == len(positions) or positions[index] >= frontier:
                     continue
                 frontier = positions[index]
-                usable, i = avail[level], ranks[frontier]  # _usable(), inlined: this is the hot loop
-                while i and usable < blocks:
-                    usable += tree[i]
-                    i &= i - 1
-                if usable >= blocks:
+                if avail[level] + bisect_left(tops, ranks[frontier]) >= blocks:  # _usable(), inlined
                     best = frontier
         return best if best < len(ranks) else None
 
@@ -629,10 +591,11 @@ class _Simulator:
         else:
             need = f"needs {demand.blocks} free aligned {request.shape} partition{_s(demand.blocks)}"
         text = f"{need} ({demand.chips} chips); {have} free"
-        victims = self.held.below(rank, self.count_column)
+        victims = bisect.bisect_left(self.held_ranks, rank)
         if not victims:
             return text + ", and no lower-priority workload to preempt"
-        chips = self.block.free_cells * self.geometry.cell_chips + self.held.below(rank, self.chips_column)
+        cells = self.block.free_cells + bisect.bisect_left(self.held[0], rank)
+        chips = cells * self.geometry.cell_chips
         if chips < demand.chips:
             return text + (
                 f", and even preempting all {victims} lower-priority workload{_s(victims)} leaves only {chips} chips"
