@@ -299,18 +299,33 @@ class _Cubes:
             list(range(cubes)) if empty.first_maximal[L] >= 0 else [] for L in range(levels + 1)
         ]
         self.in_heap = [set(heap) for heap in self.heaps]
+        # (old mask, new mask) -> the free-block count changes and the levels that gain a maximal
+        # block: a cube's masks repeat (aligned pieces), so each change is worked out once
+        self.changes: dict[int, tuple[tuple[tuple[int, int], ...], tuple[int, ...]]] = {}
 
     def _set(self, cube: int, mask: int) -> None:
-        old, new = self.profiles[cube].counts, self.profile_of[mask]
+        old = self.masks[cube]
+        key = (old << (1 << self.levels)) | mask
+        change = self.changes.get(key)
+        if change is None:
+            before, after = self.profile_of[old], self.profile_of[mask]
+            counts = tuple(
+                (L, n - m) for L, (n, m) in enumerate(zip(after.counts, before.counts, strict=True)) if n != m
+            )
+            # a cube that had a maximal block of a level is in that heap already (it leaves a heap
+            # only when found without one)
+            gained = tuple(L for L in after.maximal if before.first_maximal[L] < 0)
+            change = self.changes[key] = (counts, gained)
+        counts, gained = change
         avail = self.avail
-        for level, count in enumerate(new.counts):
-            avail[level] += count - old[level]
-        for level in new.maximal:
+        for level, delta in counts:
+            avail[level] += delta
+        for level in gained:
             if cube not in self.in_heap[level]:
                 heapq.heappush(self.heaps[level], cube)
                 self.in_heap[level].add(cube)
         self.masks[cube] = mask
-        self.profiles[cube] = new
+        self.profiles[cube] = self.profile_of[mask]
 
     def _lowest(self, level: int) -> int | None:
         heap, members, profiles = self.heaps[level], self.in_heap[level], self.profiles
