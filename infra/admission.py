@@ -425,7 +425,7 @@ class _Simulator:
         distinct = sorted({r.priority for r in self.requests})
         rank_of = {p: rank for rank, p in enumerate(distinct)}
         self.rank = {r.name: rank_of[r.priority] for r in self.requests}
-        self.by_rank: list[dict[str, None]] = [{} for _ in distinct]  # admitted names, in admission order
+        self.by_rank: list[dict[str, _Holding]] = [{} for _ in distinct]  # admitted, in admission order
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
         # held[L]: the top holder's rank of each occupied aligned block of level L, ascending (a block
         # strictly inside a piece counts too, its top being the piece's holder); held_ranks: the rank
@@ -449,6 +449,12 @@ class _Simulator:
         for (level, blocks), positions in self.waiting.items():
             self.by_level[level].append((blocks, positions))
         self.level_waiting: list[list[int]] = [[] for _ in range(levels + 1)]  # the union of each level's groups
+        self.slots = {  # request -> its group's list, its level's list and its queue position
+            r.name: (self.waiting[d.level, d.blocks], self.level_waiting[d.level], self.position[r.name])
+            for r in self.requests
+            for d in (self.demands[r.name],)
+        }
+        self.span_text: dict[int, str] = {}  # cube << cells | mask -> "cube 3 [0-32)", for the event details
 
     # -- indexes
 
@@ -503,10 +509,7 @@ class _Simulator:
 
     def _wait(self, request: Request, waiting: bool) -> None:
         """Mark `request` pending (or not) in its (level, block count) group."""
-        demand = self.demands[request.name]
-        positions = self.waiting[demand.level, demand.blocks]
-        position = self.position[request.name]
-        union = self.level_waiting[demand.level]
+        positions, union, position = self.slots[request.name]
         if waiting:
             bisect.insort(positions, position)
             bisect.insort(union, position)
@@ -563,18 +566,15 @@ class _Simulator:
         if self._usable(rank, level) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
-        current, holdings, free = self.block.masks, self.holdings, self.free[level]
+        current, free = self.block.masks, self.free[level]
         masks: dict[int, int] = {}
         chosen: list[_Holding] = []
         for lower in self.active:  # Kueue's order: lowest priority first, most recently admitted first
             if lower >= rank:
                 raise AssertionError(f"{request.name}: the usable-block index and the search disagree")
-            for name in reversed(self.by_rank[lower]):
-                holding = holdings[name]
+            for holding in reversed(self.by_rank[lower].values()):
                 for cube, bits in holding.spans:  # release it in the scratch masks
-                    old = masks.get(cube)
-                    if old is None:
-                        old = current[cube]
+                    old = masks.get(cube, current[cube])
                     masks[cube] = new = old & ~bits
                     have += free[new] - free[old]
                 chosen.append(holding)
@@ -648,7 +648,7 @@ class _Simulator:
         self.holdings[request.name] = holding
         if not self.by_rank[rank]:
             bisect.insort(self.active, rank)
-        self.by_rank[rank][request.name] = None
+        self.by_rank[rank][request.name] = holding
         if self.pending.pop(request.name, None) is not None:
             self._wait(request, False)
         where = self._where(holding)
@@ -677,7 +677,13 @@ class _Simulator:
 
     def _where(self, holding: _Holding) -> str:
         """Each cube with the chip ranges the holding uses there, adjacent pieces merged."""
-        return ", ".join(f"cube {cube} {self._ranges(bits)}" for cube, bits in holding.spans)  # in cube order
+        texts, width, parts = self.span_text, self.geometry.cells, []
+        for cube, bits in holding.spans:  # in cube order
+            text = texts.get((cube << width) | bits)
+            if text is None:
+                text = texts[(cube << width) | bits] = f"cube {cube} {self._ranges(bits)}"
+            parts.append(text)
+        return ", ".join(parts)
 
     def _ranges(self, bits: int) -> str:
         """'[0-32) [48-64)': the runs of set bits (cells) of one cube's mask, in chips; remembered per mask."""
