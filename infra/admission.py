@@ -440,6 +440,7 @@ class _Simulator:
         self.queue = queue
         self.position = {r.name: index for index, r in enumerate(queue)}
         self.queue_rank = [self.rank[r.name] for r in queue]
+        self.queue_blocks = [self.demands[r.name].blocks for r in queue]
         self.queue_key = [-r.priority for r in queue]
         # The queue positions of pending workloads, ascending, grouped by (block level, block count);
         # per level, the groups in ascending block count.
@@ -523,8 +524,10 @@ class _Simulator:
         Later positions have lower priority and so fewer usable blocks: within one (level, block
         count) group, if the first pending position from `start` does not fit, none after it does.
         And a group asking for more blocks at the same level can only win with an earlier position
-        than every group already looked at, so only that frontier is checked. A whole level is
-        skipped when even its first pending position cannot use its smallest block count.
+        than every group already looked at, so only that frontier is checked. The level's first
+        pending position from `start` bounds the usable blocks of all later ones: if it fits, it
+        is the level's answer; if not, only the groups asking for no more than it could use are
+        looked at.
         """
         ranks, avail, held, bisect_left = self.queue_rank, self.block.avail, self.held, bisect.bisect_left
         best = len(ranks)
@@ -533,16 +536,15 @@ class _Simulator:
             index = bisect_left(union, start)
             if index == len(union) or union[index] >= best:
                 continue
-            fewest = 0  # the smallest block count pending at this level
-            for blocks, positions in groups:
-                if positions:
-                    fewest = blocks
-                    break
-            tops = held[level]
-            if avail[level] + bisect_left(tops, ranks[union[index]]) < fewest:
+            first, tops = union[index], held[level]
+            usable = avail[level] + bisect_left(tops, ranks[first])
+            if self.queue_blocks[first] <= usable:
+                best = first
                 continue
             frontier = best
-            for blocks, positions in groups:
+            for blocks, positions in groups:  # ascending block counts
+                if blocks > usable:
+                    break
                 if not positions:
                     continue
                 index = bisect_left(positions, start)
@@ -656,7 +658,7 @@ class _Simulator:
         if victims:
             detail = f"preempts {', '.join(v.request.name for v in victims)}; {detail}"
         names = tuple(v.request.name for v in victims)
-        self.events.append(Event(step, request.name, "admitted", detail, holding.cubes, names))
+        self.events.append(_event(step, request.name, "admitted", detail, cubes=holding.cubes, victims=names))
 
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
         name = victim.request.name
@@ -669,7 +671,7 @@ class _Simulator:
             del self.active[bisect.bisect_left(self.active, rank)]
         self._queue(victim.request)
         detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
-        self.events.append(Event(step, name, "preempted", detail, victim.cubes, by=preemptor.name))
+        self.events.append(_event(step, name, "preempted", detail, cubes=victim.cubes, by=preemptor.name))
 
     def _queue(self, request: Request) -> None:
         self.pending[request.name] = request
@@ -710,7 +712,7 @@ class _Simulator:
                     self.retry(step, request.priority)
             else:
                 self._queue(request)
-                self.events.append(Event(step, request.name, "waiting", found.reason))
+                self.events.append(_event(step, request.name, "waiting", found.reason))
 
     def retry(self, step: int, below: int) -> None:
         """Re-try pending workloads under priority `below`, in Kueue's queue order (A7).
@@ -761,6 +763,23 @@ class _Simulator:
             cell_chips=cell,
             requests=tuple(self.requests),
         )
+
+
+def _event(
+    step: int,
+    workload: str,
+    action: Action,
+    detail: str,
+    *,
+    cubes: tuple[int, ...] = (),
+    victims: tuple[str, ...] = (),
+    by: str = "",
+) -> Event:
+    """Event(...) without the frozen dataclass's __init__, which sets each field through
+    object.__setattr__: the replay makes one per admission and eviction, and this is 3x cheaper."""
+    event = object.__new__(Event)
+    vars(event).update(step=step, workload=workload, action=action, detail=detail, cubes=cubes, victims=victims, by=by)
+    return event
 
 
 def _s(count: int) -> str:
