@@ -342,16 +342,18 @@ class _Cubes:
         and one mask update covers them all, until B is full or the count is met.
         """
         runs = []
-        masks, profiles, top = self.masks, self.profiles, self.levels
+        masks, profiles, top, heaps = self.masks, self.profiles, self.levels, self.heaps
         self.free_cells -= count << level
         while count:
             size = level
-            cube = self._lowest(size)
-            while cube is None:
+            while True:
+                heap = heaps[size]  # _lowest(size), inlined when its top is current
+                cube = heap[0] if heap and profiles[heap[0]].first_maximal[size] >= 0 else self._lowest(size)
+                if cube is not None:
+                    break
                 size += 1
                 if size > top:
                     raise AssertionError("allocate() called without a free block")  # callers check avail first
-                cube = self._lowest(size)
             offset = profiles[cube].first_maximal[size]
             blocks = min(count, 1 << (size - level))
             bits = ((1 << (blocks << level)) - 1) << offset
@@ -362,8 +364,9 @@ class _Cubes:
 
     def release(self, spans: Iterable[tuple[int, int]]) -> None:
         """Free the cells of (cube, bits) spans; the order of release changes nothing (heaps are lazy)."""
+        masks, set_mask = self.masks, self._set
         for cube, bits in spans:
-            self._set(cube, self.masks[cube] & ~bits)
+            set_mask(cube, masks[cube] & ~bits)
             self.free_cells += bits.bit_count()
 
 
@@ -467,45 +470,55 @@ class _Simulator:
         """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
         levels, tops, held = self.geometry.levels, self.tops, self.held
         piece_level, blocks = holding.level, holding.blocks
+        bisect_left, insort = bisect.bisect_left, bisect.insort
         # The blocks inside its pieces, their own blocks included, are held by it alone: equal
         # entries, added or removed as one slice.
+        pieces = len(blocks)
         for level in range(piece_level + 1):
-            row, count = held[level], len(blocks) << (piece_level - level)
-            at = bisect.bisect_left(row, rank)
+            row = held[level]
+            at = bisect_left(row, rank)
             if add:
-                row[at:at] = [rank] * count
+                row[at:at] = [rank] * (pieces << (piece_level - level))
             else:
-                del row[at : at + count]
-        if add:
-            bisect.insort(self.held_ranks, rank)
-        else:
-            del self.held_ranks[bisect.bisect_left(self.held_ranks, rank)]
+                del row[at : at + (pieces << (piece_level - level))]
         # The enclosing blocks: their top holder may change. Only a piece's own block records its
         # rank in `tops`: a block strictly inside a piece is never read there while the piece is
         # there (it is no other piece's ancestor or sibling), and reads -1, free, before and after.
-        mark, own_row = (rank if add else -1), tops[piece_level]
+        own_row = tops[piece_level]
+        if add:
+            insort(self.held_ranks, rank)
+            for block in blocks:
+                own_row[block] = rank
+                level, index = piece_level, block
+                while level < levels:
+                    level, index = level + 1, index >> 1
+                    row = tops[level]
+                    old = row[index]
+                    if old >= rank:
+                        break  # and so for every larger block: each one's top is its halves' larger top
+                    row[index] = rank
+                    ordered = held[level]
+                    if old >= 0:
+                        del ordered[bisect_left(ordered, old)]
+                    insort(ordered, rank)
+            return
+        ranks = self.held_ranks
+        del ranks[bisect_left(ranks, rank)]
         for block in blocks:
-            own_row[block] = mark
+            own_row[block] = -1
             below, level, index = own_row, piece_level, block
             while level < levels:
                 level, index = level + 1, index >> 1
                 row = tops[level]
-                old = row[index]
-                if add:
-                    if old >= rank:
-                        break  # and so for every larger block: each one's top is its halves' larger top
-                    new = rank
-                else:
-                    left, right = below[2 * index], below[2 * index + 1]
-                    new = left if left > right else right
-                    if new == old:
-                        break
+                old, left, right = row[index], below[2 * index], below[2 * index + 1]
+                new = left if left > right else right
+                if new == old:
+                    break
                 row[index] = new
                 ordered = held[level]
-                if old >= 0:
-                    del ordered[bisect.bisect_left(ordered, old)]
+                del ordered[bisect_left(ordered, old)]  # old >= 0: the piece was in it
                 if new >= 0:
-                    bisect.insort(ordered, new)
+                    insort(ordered, new)
                 below = row
 
     def _wait(self, request: Request, waiting: bool) -> None:
@@ -568,22 +581,24 @@ class _Simulator:
         if self._usable(rank, level) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
-        current, free = self.block.masks, self.free[level]
+        current, free, by_rank = self.block.masks, self.free[level], self.by_rank
         masks: dict[int, int] = {}
+        get = masks.get
         chosen: list[_Holding] = []
         for lower in self.active:  # Kueue's order: lowest priority first, most recently admitted first
             if lower >= rank:
                 raise AssertionError(f"{request.name}: the usable-block index and the search disagree")
-            for holding in reversed(self.by_rank[lower].values()):
+            for holding in reversed(by_rank[lower].values()):
                 for cube, bits in holding.spans:  # release it in the scratch masks
-                    old = masks.get(cube, current[cube])
+                    old = get(cube, current[cube])
                     masks[cube] = new = old & ~bits
                     have += free[new] - free[old]
                 chosen.append(holding)
                 if have >= need:
                     break
-            if have >= need:
-                break
+            else:
+                continue
+            break
         # Minimise: the last one chosen stays (without it the request did not fit); walk back from
         # there, putting back each one the request can do without.
         kept = [chosen[-1]]
