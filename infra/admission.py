@@ -430,9 +430,12 @@ class _Simulator:
         self.rank = {r.name: rank_of[r.priority] for r in self.requests}
         self.by_rank: list[dict[str, _Holding]] = [{} for _ in distinct]  # admitted, in admission order
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
-        # held[L]: the top holder's rank of each occupied aligned block of level L, ascending (a block
-        # strictly inside a piece counts too, its top being the piece's holder); held_ranks: the rank
-        # of each admitted workload, ascending. A level-0 block is a cell, so held[0] counts cells.
+        # counts[L][p]: the occupied aligned blocks of level L whose top holder has rank p (a block
+        # strictly inside a piece counts too, its top being the piece's holder); held[L]: the ranks
+        # p with counts[L][p] > 0, ascending, at most one per occupied block whatever the number of
+        # requests; held_ranks: the rank of each admitted workload, ascending. A level-0 block is a
+        # cell, so counts[0] counts cells.
+        self.counts = [[0] * len(distinct) for _ in range(levels + 1)]
         self.held: list[list[int]] = [[] for _ in range(levels + 1)]
         self.held_ranks: list[int] = []
         # tops[L][i]: the highest rank holding a cell of aligned block i of level L (cube-major), -1 if
@@ -464,23 +467,44 @@ class _Simulator:
 
     def _usable(self, rank: int, level: int) -> int:
         """Free `level` blocks once every workload ranked below `rank` is evicted."""
-        return self.block.avail[level] + bisect.bisect_left(self.held[level], rank)
+        return self.block.avail[level] + self._below(level, rank, len(self.tops[level]))
+
+    def _below(self, level: int, rank: int, cap: int) -> int:
+        """Occupied `level` blocks whose top holder ranks below `rank`, counted up to `cap`.
+
+        Each step adds at least one block, so this takes at most `cap` steps, and never more than
+        the block has blocks of that level: the callers ask whether a count reaches a request's
+        block count, which is small, and only the reasons count all of them.
+        """
+        counts, total = self.counts[level], 0
+        if cap <= 0:
+            return 0
+        for holder in self.held[level]:
+            if holder >= rank:
+                break
+            total += counts[holder]
+            if total >= cap:
+                break
+        return total
 
     def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
-        """Keep `tops` and `held` in step with `holding` being admitted (`add`) or evicted."""
-        levels, tops, held = self.geometry.levels, self.tops, self.held
+        """Keep `tops`, `counts` and `held` in step with `holding` being admitted (`add`) or evicted."""
+        levels, tops, held, counts = self.geometry.levels, self.tops, self.held, self.counts
         piece_level, blocks = holding.level, holding.blocks
         bisect_left, insort = bisect.bisect_left, bisect.insort
-        # The blocks inside its pieces, their own blocks included, are held by it alone: equal
-        # entries, added or removed as one slice.
+        # The blocks inside its pieces, their own blocks included, are held by it alone.
         pieces = len(blocks)
         for level in range(piece_level + 1):
-            row = held[level]
-            at = bisect_left(row, rank)
+            row, change = counts[level], pieces << (piece_level - level)
+            before = row[rank]
             if add:
-                row[at:at] = [rank] * (pieces << (piece_level - level))
+                row[rank] = before + change
+                if not before:
+                    insort(held[level], rank)
             else:
-                del row[at : at + (pieces << (piece_level - level))]
+                row[rank] = before - change
+                if before == change:
+                    del held[level][bisect_left(held[level], rank)]
         # The enclosing blocks: their top holder may change. Only a piece's own block records its
         # rank in `tops`: a block strictly inside a piece is never read there while the piece is
         # there (it is no other piece's ancestor or sibling), and reads -1, free, before and after.
@@ -497,10 +521,14 @@ class _Simulator:
                     if old >= rank:
                         break  # and so for every larger block: each one's top is its halves' larger top
                     row[index] = rank
-                    ordered = held[level]
+                    count = counts[level]
                     if old >= 0:
-                        del ordered[bisect_left(ordered, old)]
-                    insort(ordered, rank)
+                        count[old] -= 1
+                        if not count[old]:
+                            del held[level][bisect_left(held[level], old)]
+                    count[rank] += 1
+                    if count[rank] == 1:
+                        insort(held[level], rank)
             return
         ranks = self.held_ranks
         del ranks[bisect_left(ranks, rank)]
@@ -515,10 +543,14 @@ class _Simulator:
                 if new == old:
                     break
                 row[index] = new
-                ordered = held[level]
-                del ordered[bisect_left(ordered, old)]  # old >= 0: the piece was in it
+                count = counts[level]
+                count[old] -= 1  # old >= 0: the piece was in it
+                if not count[old]:
+                    del held[level][bisect_left(held[level], old)]
                 if new >= 0:
-                    insort(ordered, new)
+                    count[new] += 1
+                    if count[new] == 1:
+                        insort(held[level], new)
                 below = row
 
     def _wait(self, request: Request, waiting: bool) -> None:
@@ -542,15 +574,15 @@ class _Simulator:
         is the level's answer; if not, only the groups asking for no more than it could use are
         looked at.
         """
-        ranks, avail, held, bisect_left = self.queue_rank, self.block.avail, self.held, bisect.bisect_left
+        ranks, avail, below, bisect_left = self.queue_rank, self.block.avail, self._below, bisect.bisect_left
         best = len(ranks)
         for level, groups in enumerate(self.by_level):
             union = self.level_waiting[level]
             index = bisect_left(union, start)
             if index == len(union) or union[index] >= best:
                 continue
-            first, tops = union[index], held[level]
-            usable = avail[level] + bisect_left(tops, ranks[first])
+            first, free = union[index], avail[level]
+            usable = free + below(level, ranks[first], groups[-1][0] - free)  # capped at the level's largest ask
             if self.queue_blocks[first] <= usable:
                 best = first
                 continue
@@ -564,7 +596,7 @@ class _Simulator:
                 if index == len(positions) or positions[index] >= frontier:
                     continue
                 frontier = positions[index]
-                if avail[level] + bisect_left(tops, ranks[frontier]) >= blocks:  # _usable(), inlined
+                if free + below(level, ranks[frontier], blocks - free) >= blocks:
                     best = frontier
         return best if best < len(ranks) else None
 
@@ -578,7 +610,7 @@ class _Simulator:
         have = self.block.avail[level]
         if have >= need:
             return _Search(True)
-        if self._usable(rank, level) < need:  # even evicting all of them would not do
+        if have + self._below(level, rank, need - have) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
         current, free, by_rank = self.block.masks, self.free[level], self.by_rank
@@ -626,7 +658,7 @@ class _Simulator:
         victims = bisect.bisect_left(self.held_ranks, rank)
         if not victims:
             return text + ", and no lower-priority workload to preempt"
-        cells = self.block.free_cells + bisect.bisect_left(self.held[0], rank)
+        cells = self.block.free_cells + self._below(0, rank, len(self.tops[0]))
         chips = cells * self.geometry.cell_chips
         if chips < demand.chips:
             return text + (
