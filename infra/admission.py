@@ -388,11 +388,12 @@ class _Simulator:
     Two facts make it fast without changing a verdict. (1) Releasing cells never lowers a
     free-block count, so the greedy search of A6 fits exactly when evicting every strictly
     lower-priority workload would, and that count is the free blocks plus the occupied
-    blocks whose top holder ranks below the request: per block level, the top holders' ranks
-    of its occupied blocks in a sorted list, so the count is one bisection (in C), and an
-    update a C-level insertion into a list no longer than the block's cells, whatever the
-    number of requests. A failed search, and the reason of a pending workload, cost
-    O(log n) instead of a sort of all priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
+    blocks whose top holder ranks below the request: per block level, a count of occupied
+    blocks per top holder's rank and the sorted list of the ranks present (no longer than
+    the level's blocks, whatever the number of requests). "Does it reach `need`?" walks that
+    list from the lowest rank and stops after at most `need` steps; an update is O(1) plus a
+    bisection and a short list insertion. A failed search costs that instead of a sort of all
+    priorities and a walk over the holdings. (2) A re-try pass (A7) pops pending
     workloads in queue order and admits exactly those that fit when popped; the others
     change nothing. So the pass jumps straight to the next pending workload that fits
     (`_next_fit`) instead of re-trying every pending workload after every preemption,
