@@ -61,7 +61,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from infra.topology import Generation, TopologyError
 
@@ -104,6 +104,19 @@ class Event:
     cubes: tuple[int, ...] = ()  # admitted: the cubes it now uses; preempted: the cubes it left
     victims: tuple[str, ...] = ()  # admitted by preemption: whom it evicted, in Kueue's order
     by: str = ""  # preempted: the preemptor
+
+    if not TYPE_CHECKING:  # hidden from the type checker, which would then accept any attribute
+
+        def __getattr__(self, name: str) -> Any:
+            """Only reached for an attribute that is not set: `predict`'s events leave `detail` unset
+            and keep what it is made of (`_detail`: a function and its arguments, all immutable), so
+            the text is written when first read, not once per admission and eviction of the replay."""
+            if name == "detail":
+                lazy = self.__dict__.get("_detail")
+                if lazy is not None:
+                    text = self.__dict__["detail"] = lazy[0](*lazy[1:])
+                    return text
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -423,7 +436,6 @@ class _Simulator:
         self.holdings: dict[str, _Holding] = {}
         self.pending: dict[str, Request] = {}
         self.events: list[Event] = []
-        self.range_text: dict[int, str] = {}  # cell mask -> its chip ranges, for the event details
         self.free = [_FreeBlocks(level, levels) for level in range(levels + 1)]  # cell mask -> free blocks
         # Priorities as dense ranks, 0 the lowest.
         distinct = sorted({r.priority for r in self.requests})
@@ -462,7 +474,8 @@ class _Simulator:
             for r in self.requests
             for d in (self.demands[r.name],)
         }
-        self.span_text: dict[int, str] = {}  # cube << cells | mask -> "cube 3 [0-32)", for the event details
+        self.texts = _Texts(self.geometry.cell_chips, self.geometry.cells)
+        self.admitted_text = self.texts.admitted
 
     # -- indexes
 
@@ -701,12 +714,18 @@ class _Simulator:
         self.by_rank[rank][request.name] = holding
         if self.pending.pop(request.name, None) is not None:
             self._wait(request, False)
-        where = self._where(holding)
-        detail = ("re-admitted; " if readmission else "") + where
-        if victims:
-            detail = f"preempts {', '.join(v.request.name for v in victims)}; {detail}"
-        names = tuple(v.request.name for v in victims)
-        self.events.append(_event(step, request.name, "admitted", detail, cubes=holding.cubes, victims=names))
+        names = tuple([v.request.name for v in victims]) if victims else ()
+        event = _new(Event)
+        event.__dict__.update(
+            step=step,
+            workload=request.name,
+            action="admitted",
+            cubes=cubes,
+            victims=names,
+            by="",
+            _detail=(self.admitted_text, spans, readmission, names),
+        )
+        self.events.append(event)
 
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
         name = victim.request.name
@@ -718,36 +737,21 @@ class _Simulator:
         if not self.by_rank[rank]:
             del self.active[bisect.bisect_left(self.active, rank)]
         self._queue(victim.request)
-        detail = f"by {preemptor.name} (priority {preemptor.priority} > {victim.request.priority}); back to pending"
-        self.events.append(_event(step, name, "preempted", detail, cubes=victim.cubes, by=preemptor.name))
+        event = _new(Event)
+        event.__dict__.update(
+            step=step,
+            workload=name,
+            action="preempted",
+            cubes=victim.cubes,
+            victims=(),
+            by=preemptor.name,
+            _detail=(_preempted_text, preemptor.name, preemptor.priority, victim.request.priority),
+        )
+        self.events.append(event)
 
     def _queue(self, request: Request) -> None:
         self.pending[request.name] = request
         self._wait(request, True)
-
-    def _where(self, holding: _Holding) -> str:
-        """Each cube with the chip ranges the holding uses there, adjacent pieces merged."""
-        texts, width, parts = self.span_text, self.geometry.cells, []
-        for cube, bits in holding.spans:  # in cube order
-            text = texts.get((cube << width) | bits)
-            if text is None:
-                text = texts[(cube << width) | bits] = f"cube {cube} {self._ranges(bits)}"
-            parts.append(text)
-        return ", ".join(parts)
-
-    def _ranges(self, bits: int) -> str:
-        """'[0-32) [48-64)': the runs of set bits (cells) of one cube's mask, in chips; remembered per mask."""
-        text = self.range_text.get(bits)
-        if text is None:
-            cell, runs, offset, rest = self.geometry.cell_chips, [], 0, bits
-            while rest:
-                skip = (rest & -rest).bit_length() - 1  # free cells before the next run
-                offset, rest = offset + skip, rest >> skip
-                length = (~rest & (rest + 1)).bit_length() - 1  # the run's cells
-                runs.append(f"[{offset * cell}-{(offset + length) * cell})")
-                offset, rest = offset + length, rest >> length
-            text = self.range_text[bits] = " ".join(runs)
-        return text
 
     # -- the queue
 
@@ -793,7 +797,7 @@ class _Simulator:
                 reasons[request.name] = self.search(request).reason
                 continue
             final[request.name] = "admitted"
-            reasons[request.name] = self._where(holding)
+            reasons[request.name] = self.texts.where(holding.spans)
             level, per_slice = holding.level, self.demands[request.name].per_slice
             shift, chips = self.geometry.levels - level, cell << level
             pieces = sorted(  # (slice, cube, offset in cells) of each piece, in allocation order before the sort
@@ -813,21 +817,60 @@ class _Simulator:
         )
 
 
-def _event(
-    step: int,
-    workload: str,
-    action: Action,
-    detail: str,
-    *,
-    cubes: tuple[int, ...] = (),
-    victims: tuple[str, ...] = (),
-    by: str = "",
-) -> Event:
+def _event(step: int, workload: str, action: Action, detail: str) -> Event:
     """Event(...) without the frozen dataclass's __init__, which sets each field through
     object.__setattr__: the replay makes one per admission and eviction, and this is 3x cheaper."""
-    event = object.__new__(Event)
-    vars(event).update(step=step, workload=workload, action=action, detail=detail, cubes=cubes, victims=victims, by=by)
+    event = _new(Event)
+    event.__dict__.update(step=step, workload=workload, action=action, detail=detail, cubes=(), victims=(), by="")
     return event
+
+
+_new = object.__new__
+
+
+def _preempted_text(by: str, priority: int, own: int) -> str:
+    """An eviction's detail (written when first read, see Event)."""
+    return f"by {by} (priority {priority} > {own}); back to pending"
+
+
+class _Texts:
+    """The chip ranges of cube masks, as event details and reasons write them; remembered per mask."""
+
+    def __init__(self, cell_chips: int, cells: int) -> None:
+        self.cell_chips, self.cells = cell_chips, cells
+        self.span_text: dict[int, str] = {}  # cube << cells | mask -> "cube 3 [0-32)"
+        self.range_text: dict[int, str] = {}  # cell mask -> "[0-32) [48-64)"
+
+    def admitted(self, spans: tuple[tuple[int, int], ...], readmission: bool, victims: tuple[str, ...]) -> str:
+        """An admission's detail (written when first read, see Event)."""
+        detail = ("re-admitted; " if readmission else "") + self.where(spans)
+        if victims:
+            detail = f"preempts {', '.join(victims)}; {detail}"
+        return detail
+
+    def where(self, spans: Iterable[tuple[int, int]]) -> str:
+        """Each cube with the chip ranges used there, adjacent pieces merged."""
+        texts, width, parts = self.span_text, self.cells, []
+        for cube, bits in spans:  # in cube order
+            text = texts.get((cube << width) | bits)
+            if text is None:
+                text = texts[(cube << width) | bits] = f"cube {cube} {self.ranges(bits)}"
+            parts.append(text)
+        return ", ".join(parts)
+
+    def ranges(self, bits: int) -> str:
+        """'[0-32) [48-64)': the runs of set bits (cells) of one cube's mask, in chips."""
+        text = self.range_text.get(bits)
+        if text is None:
+            cell, runs, offset, rest = self.cell_chips, [], 0, bits
+            while rest:
+                skip = (rest & -rest).bit_length() - 1  # free cells before the next run
+                offset, rest = offset + skip, rest >> skip
+                length = (~rest & (rest + 1)).bit_length() - 1  # the run's cells
+                runs.append(f"[{offset * cell}-{(offset + length) * cell})")
+                offset, rest = offset + length, rest >> length
+            text = self.range_text[bits] = " ".join(runs)
+        return text
 
 
 def _s(count: int) -> str:
