@@ -57,7 +57,6 @@ A8. Nothing finishes: workloads run until preempted (the checks sleep forever an
 from __future__ import annotations
 
 import bisect
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -297,54 +296,34 @@ class _Profiles(dict[int, _Profile]):
 
 
 class _Cubes:
-    """Occupancy of the block: one bit mask per cube plus free-block counts and best-fit heaps."""
+    """Occupancy of the block: one bit mask per cube, free-block counts and, per level, the cubes
+    with a maximal free block of it (a bit per cube), so best fit takes the lowest one in O(1)."""
 
     def __init__(self, cubes: int, levels: int) -> None:
         self.levels = levels
+        self.width = 1 << levels  # cells per cube
         self.masks = [0] * cubes
         self.profile_of = _Profiles(levels)
         empty = self.profile_of[0]
         self.profiles = [empty] * cubes  # _profile(masks[cube]) for each cube
         self.avail = [count * cubes for count in empty.counts]
         self.free_cells = cubes << levels
-        # heaps[L]: cubes that have (or recently had: lazy deletion) a maximal free block of level L
-        self.heaps: list[list[int]] = [
-            list(range(cubes)) if empty.first_maximal[L] >= 0 else [] for L in range(levels + 1)
-        ]
-        self.in_heap = [set(heap) for heap in self.heaps]
-        # (old mask, new mask) -> the free-block count changes and the levels that gain a maximal
-        # block: a cube's masks repeat (aligned pieces), so each change is worked out once
-        self.changes: dict[int, tuple[tuple[tuple[int, int], ...], tuple[int, ...]]] = {}
+        # having[L]: bit c set when cube c has a maximal free block of level L
+        every = (1 << cubes) - 1
+        self.having = [every if empty.first_maximal[L] >= 0 else 0 for L in range(levels + 1)]
+        # (old mask, new mask) -> the free-block count changes, the levels that gain or lose a
+        # maximal block, and the new mask's profile: a cube's masks repeat (aligned pieces), so each
+        # change is worked out once
+        self.changes: dict[int, tuple[tuple[tuple[int, int], ...], tuple[int, ...], _Profile]] = {}
 
-    def _set(self, cube: int, mask: int) -> None:
-        old = self.masks[cube]
-        key = (old << (1 << self.levels)) | mask
-        change = self.changes.get(key)
-        if change is None:
-            before, after = self.profile_of[old], self.profile_of[mask]
-            counts = tuple(
-                (L, n - m) for L, (n, m) in enumerate(zip(after.counts, before.counts, strict=True)) if n != m
-            )
-            # a cube that had a maximal block of a level is in that heap already (it leaves a heap
-            # only when found without one)
-            gained = tuple(L for L in after.maximal if before.first_maximal[L] < 0)
-            change = self.changes[key] = (counts, gained)
-        counts, gained = change
-        avail = self.avail
-        for level, delta in counts:
-            avail[level] += delta
-        for level in gained:
-            if cube not in self.in_heap[level]:
-                heapq.heappush(self.heaps[level], cube)
-                self.in_heap[level].add(cube)
-        self.masks[cube] = mask
-        self.profiles[cube] = self.profile_of[mask]
-
-    def _lowest(self, level: int) -> int | None:
-        heap, members, profiles = self.heaps[level], self.in_heap[level], self.profiles
-        while heap and profiles[heap[0]].first_maximal[level] < 0:
-            members.discard(heapq.heappop(heap))
-        return heap[0] if heap else None
+    def _change(self, old: int, new: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...], _Profile]:
+        before, after = self.profile_of[old], self.profile_of[new]
+        counts = tuple((L, n - m) for L, (n, m) in enumerate(zip(after.counts, before.counts, strict=True)) if n != m)
+        toggled = tuple(
+            L for L in range(self.levels + 1) if (before.first_maximal[L] < 0) != (after.first_maximal[L] < 0)
+        )
+        change = self.changes[(old << self.width) | new] = (counts, toggled, after)
+        return change
 
     def allocate(self, level: int, count: int) -> list[tuple[int, int, int, int]]:
         """Best fit (A4) for `count` blocks of `level`, one at a time: (cube, offset, blocks, bits) runs.
@@ -355,32 +334,54 @@ class _Cubes:
         and one mask update covers them all, until B is full or the count is met.
         """
         runs = []
-        masks, profiles, top, heaps = self.masks, self.profiles, self.levels, self.heaps
+        masks, profiles, top, having, avail = self.masks, self.profiles, self.levels, self.having, self.avail
+        changes, width = self.changes, self.width
         self.free_cells -= count << level
         while count:
             size = level
-            while True:
-                heap = heaps[size]  # _lowest(size), inlined when its top is current
-                cube = heap[0] if heap and profiles[heap[0]].first_maximal[size] >= 0 else self._lowest(size)
-                if cube is not None:
-                    break
+            while not having[size]:
                 size += 1
                 if size > top:
                     raise AssertionError("allocate() called without a free block")  # callers check avail first
+            cubes = having[size]
+            cube = (cubes & -cubes).bit_length() - 1
             offset = profiles[cube].first_maximal[size]
-            blocks = min(count, 1 << (size - level))
+            blocks = count if count < 1 << (size - level) else 1 << (size - level)
             bits = ((1 << (blocks << level)) - 1) << offset
-            self._set(cube, masks[cube] | bits)
+            old = masks[cube]
+            new = old | bits
+            change = changes.get((old << width) | new) or self._change(old, new)
+            for changed, delta in change[0]:
+                avail[changed] += delta
+            for changed in change[1]:
+                having[changed] ^= 1 << cube
+            masks[cube], profiles[cube] = new, change[2]
             runs.append((cube, offset, blocks, bits))
             count -= blocks
         return runs
 
     def release(self, spans: Iterable[tuple[int, int]]) -> None:
-        """Free the cells of (cube, bits) spans; the order of release changes nothing (heaps are lazy)."""
-        masks, set_mask = self.masks, self._set
+        """Free the cells of (cube, bits) spans."""
+        masks, profiles, having, avail, changes, width = (
+            self.masks,
+            self.profiles,
+            self.having,
+            self.avail,
+            self.changes,
+            self.width,
+        )
+        freed = 0
         for cube, bits in spans:
-            set_mask(cube, masks[cube] & ~bits)
-            self.free_cells += bits.bit_count()
+            old = masks[cube]
+            new = old & ~bits
+            change = changes.get((old << width) | new) or self._change(old, new)
+            for changed, delta in change[0]:
+                avail[changed] += delta
+            for changed in change[1]:
+                having[changed] ^= 1 << cube
+            masks[cube], profiles[cube] = new, change[2]
+            freed += bits.bit_count()
+        self.free_cells += freed
 
 
 class _FreeBlocks(dict[int, int]):
