@@ -57,6 +57,7 @@ A8. Nothing finishes: workloads run until preempted (the checks sleep forever an
 from __future__ import annotations
 
 import bisect
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -283,6 +284,9 @@ class _Search(NamedTuple):
     reason: str = ""
 
 
+_FITS = _Search(True)
+
+
 class _Profiles(dict[int, _Profile]):
     """Cell mask -> `_profile` of it, for one cube size (a dict hit is cheaper than the lru_cache call)."""
 
@@ -442,6 +446,10 @@ class _Simulator:
         distinct = sorted({r.priority for r in self.requests})
         rank_of = {p: rank for rank, p in enumerate(distinct)}
         self.rank = {r.name: rank_of[r.priority] for r in self.requests}
+        # request -> (block level, block count, rank): what the replay reads of it most
+        self.info = {
+            r.name: (d.level, d.blocks, self.rank[r.name]) for r in self.requests for d in (self.demands[r.name],)
+        }
         self.by_rank: list[dict[str, _Holding]] = [{} for _ in distinct]  # admitted, in admission order
         self.active: list[int] = []  # ranks that have an admitted workload, ascending
         # counts[L][p]: the occupied aligned blocks of level L whose top holder has rank p (a block
@@ -502,56 +510,63 @@ class _Simulator:
                 break
         return total
 
-    def _hold(self, holding: _Holding, rank: int, *, add: bool) -> None:
-        """Keep `tops`, `counts` and `held` in step with `holding` being admitted (`add`) or evicted."""
+    def _hold(self, rank: int, piece_level: int, blocks: tuple[int, ...]) -> None:
+        """Keep `tops`, `counts` and `held` in step with a holding of `blocks` being admitted."""
         levels, tops, held, counts = self.geometry.levels, self.tops, self.held, self.counts
-        piece_level, blocks = holding.level, holding.blocks
-        bisect_left, insort = bisect.bisect_left, bisect.insort
         # The blocks inside its pieces, their own blocks included, are held by it alone.
         pieces = len(blocks)
         for level in range(piece_level + 1):
-            row, change = counts[level], pieces << (piece_level - level)
+            row = counts[level]
             before = row[rank]
-            if add:
-                row[rank] = before + change
-                if not before:
-                    insort(held[level], rank)
-            else:
-                row[rank] = before - change
-                if before == change:
-                    del held[level][bisect_left(held[level], rank)]
+            row[rank] = before + (pieces << (piece_level - level))
+            if not before:
+                insort(held[level], rank)
         # The enclosing blocks: their top holder may change. Only a piece's own block records its
         # rank in `tops`: a block strictly inside a piece is never read there while the piece is
         # there (it is no other piece's ancestor or sibling), and reads -1, free, before and after.
         own_row = tops[piece_level]
-        if add:
-            insort(self.held_ranks, rank)
-            for block in blocks:
-                own_row[block] = rank
-                level, index = piece_level, block
-                while level < levels:
-                    level, index = level + 1, index >> 1
-                    row = tops[level]
-                    old = row[index]
-                    if old >= rank:
-                        break  # and so for every larger block: each one's top is its halves' larger top
-                    row[index] = rank
-                    count = counts[level]
-                    if old >= 0:
-                        count[old] -= 1
-                        if not count[old]:
-                            del held[level][bisect_left(held[level], old)]
-                    count[rank] += 1
-                    if count[rank] == 1:
-                        insort(held[level], rank)
-            return
+        insort(self.held_ranks, rank)
+        for block in blocks:
+            own_row[block] = rank
+            level, index = piece_level, block
+            while level < levels:
+                level += 1
+                index >>= 1
+                row = tops[level]
+                old = row[index]
+                if old >= rank:
+                    break  # and so for every larger block: each one's top is its halves' larger top
+                row[index] = rank
+                count = counts[level]
+                if old >= 0:
+                    left = count[old] - 1
+                    count[old] = left
+                    if not left:
+                        del held[level][bisect_left(held[level], old)]
+                before = count[rank]
+                count[rank] = before + 1
+                if not before:
+                    insort(held[level], rank)
+
+    def _unhold(self, rank: int, piece_level: int, blocks: tuple[int, ...]) -> None:
+        """Keep `tops`, `counts` and `held` in step with a holding of `blocks` being evicted."""
+        levels, tops, held, counts = self.geometry.levels, self.tops, self.held, self.counts
+        pieces = len(blocks)
+        for level in range(piece_level + 1):
+            row = counts[level]
+            left = row[rank] - (pieces << (piece_level - level))
+            row[rank] = left
+            if not left:
+                del held[level][bisect_left(held[level], rank)]
         ranks = self.held_ranks
         del ranks[bisect_left(ranks, rank)]
+        own_row = tops[piece_level]
         for block in blocks:
             own_row[block] = -1
             below, level, index = own_row, piece_level, block
             while level < levels:
-                level, index = level + 1, index >> 1
+                level += 1
+                index >>= 1
                 row = tops[level]
                 old, left, right = row[index], below[2 * index], below[2 * index + 1]
                 new = left if left > right else right
@@ -559,12 +574,14 @@ class _Simulator:
                     break
                 row[index] = new
                 count = counts[level]
-                count[old] -= 1  # old >= 0: the piece was in it
-                if not count[old]:
+                rest = count[old] - 1  # old >= 0: the piece was in it
+                count[old] = rest
+                if not rest:
                     del held[level][bisect_left(held[level], old)]
                 if new >= 0:
-                    count[new] += 1
-                    if count[new] == 1:
+                    before = count[new]
+                    count[new] = before + 1
+                    if not before:
                         insort(held[level], new)
                 below = row
 
@@ -619,12 +636,10 @@ class _Simulator:
 
     def search(self, request: Request, *, explain: bool = True) -> _Search:
         """Does `request` fit now, or after evicting which lower-priority workloads (A6)?"""
-        demand = self.demands[request.name]
-        level, need = demand.level, demand.blocks
-        rank = self.rank[request.name]
+        level, need, rank = self.info[request.name]
         have = self.block.avail[level]
         if have >= need:
-            return _Search(True)
+            return _FITS
         if have + self._below(level, rank, need - have) < need:  # even evicting all of them would not do
             return _Search(False, reason=self._reason(request, rank) if explain else "")
         # Only the count of free blocks at the request's own level decides, so only it is tracked.
@@ -687,11 +702,10 @@ class _Simulator:
     def admit(self, request: Request, victims: tuple[_Holding, ...], step: int, *, readmission: bool) -> None:
         for victim in victims:
             self.evict(victim, request, step)
-        demand = self.demands[request.name]
-        rank = self.rank[request.name]
-        level = demand.level
+        name = request.name
+        level, count, rank = self.info[name]
         shift = self.geometry.levels - level
-        runs = self.block.allocate(level, demand.blocks)
+        runs = self.block.allocate(level, count)
         if len(runs) == 1:
             cube, offset, count, bits = runs[0]
             first = (cube << shift) + (offset >> level)
@@ -707,19 +721,22 @@ class _Simulator:
                 by_cube[cube] = by_cube.get(cube, 0) | bits
             blocks, spans = tuple(indexes), tuple(sorted(by_cube.items()))
             cubes = tuple(cube for cube, _ in spans)
-        holding = _Holding(request, level, blocks, spans, cubes)
-        self._hold(holding, rank, add=True)
-        self.holdings[request.name] = holding
-        if not self.by_rank[rank]:
-            bisect.insort(self.active, rank)
-        self.by_rank[rank][request.name] = holding
-        if self.pending.pop(request.name, None) is not None:
-            self._wait(request, False)
+        holding = _new_tuple(_Holding, (request, level, blocks, spans, cubes))
+        self._hold(rank, level, blocks)
+        self.holdings[name] = holding
+        same = self.by_rank[rank]
+        if not same:
+            insort(self.active, rank)
+        same[name] = holding
+        if self.pending.pop(name, None) is not None:
+            positions, union, position = self.slots[name]
+            del positions[bisect_left(positions, position)]
+            del union[bisect_left(union, position)]
         names = tuple([v.request.name for v in victims]) if victims else ()
         event = _new(Event)
         event.__dict__.update(
             step=step,
-            workload=request.name,
+            workload=name,
             action="admitted",
             cubes=cubes,
             victims=names,
@@ -729,15 +746,20 @@ class _Simulator:
         self.events.append(event)
 
     def evict(self, victim: _Holding, preemptor: Request, step: int) -> None:
-        name = victim.request.name
-        rank = self.rank[name]
+        request = victim.request
+        name = request.name
+        rank = self.info[name][2]
         self.block.release(victim.spans)
-        self._hold(victim, rank, add=False)
+        self._unhold(rank, victim.level, victim.blocks)
         del self.holdings[name]
-        del self.by_rank[rank][name]
-        if not self.by_rank[rank]:
-            del self.active[bisect.bisect_left(self.active, rank)]
-        self._queue(victim.request)
+        same = self.by_rank[rank]
+        del same[name]
+        if not same:
+            del self.active[bisect_left(self.active, rank)]
+        self.pending[name] = request
+        positions, union, position = self.slots[name]
+        insort(positions, position)
+        insort(union, position)
         event = _new(Event)
         event.__dict__.update(
             step=step,
@@ -746,7 +768,7 @@ class _Simulator:
             cubes=victim.cubes,
             victims=(),
             by=preemptor.name,
-            _detail=(_preempted_text, preemptor.name, preemptor.priority, victim.request.priority),
+            _detail=(_preempted_text, preemptor.name, preemptor.priority, request.priority),
         )
         self.events.append(event)
 
@@ -827,6 +849,7 @@ def _event(step: int, workload: str, action: Action, detail: str) -> Event:
 
 
 _new = object.__new__
+_new_tuple = tuple.__new__
 
 
 def _preempted_text(by: str, priority: int, own: int) -> str:
