@@ -589,3 +589,212 @@ def test_events_replay_to_the_final_state(scenario: tuple[list[Request], int]) -
             twin = by_name[other]
             if (twin.shape, twin.slices) == (request.shape, request.slices):
                 assert twin.priority >= request.priority
+
+
+# ---------------------------------------------------------------- the same model, written plainly
+
+LEVELS = {"2x2x1": 0, "2x2x2": 1, "2x2x4": 2, "2x4x4": 3, "4x4x4": 4}  # a block of level L is 2**L cells
+
+
+class _Plain:
+    """A1-A8 read literally, with none of predict's indexes: a cell -> owner map, every fit counted
+    from scratch, Kueue's candidate order by sorting, and after every arrival a pass over every
+    pending workload in queue order (A7's skipped re-tries are claimed to admit nothing; this
+    checks that too). Quadratic and more, and small enough to read against the docstring."""
+
+    def __init__(self, requests: list[Request], cubes: int) -> None:
+        self.cubes = cubes
+        self.requests = sorted(requests, key=lambda r: (r.order, r.name))
+        self.queue = sorted(requests, key=lambda r: (-r.priority, r.order, r.name))
+        self.owner: dict[tuple[int, int], str] = {}
+        self.pieces: dict[str, list[tuple[int, int, int, int]]] = {}  # admitted -> (slice, cube, cell, level)
+        self.seq: dict[str, int] = {}  # admitted -> when (larger is more recent)
+        self.pending: set[str] = set()
+        self.events: list[Event] = []
+        self.by_name = {r.name: r for r in requests}
+
+    @staticmethod
+    def demand(request: Request) -> tuple[int, int, int]:
+        """(block level, blocks in all, blocks per slice)."""
+        if request.shape in ALL_SUPER:
+            return 4, ALL_SUPER[request.shape] * request.slices, ALL_SUPER[request.shape]
+        return LEVELS[request.shape], request.slices, 1
+
+    def cells(self, names: set[str] | list[str]) -> set[tuple[int, int]]:
+        return {cell for cell, who in self.owner.items() if who in names}
+
+    def free_blocks(self, level: int, taken: set[tuple[int, int]]) -> int:
+        size = 1 << level
+        return sum(
+            all((c, i) not in taken for i in range(start, start + size))
+            for c in range(self.cubes)
+            for start in range(0, 16, size)
+        )
+
+    def fits(self, request: Request, taken: set[tuple[int, int]]) -> bool:
+        level, blocks, _ = self.demand(request)
+        return self.free_blocks(level, taken) >= blocks
+
+    def lower(self, request: Request) -> list[str]:
+        return [n for n in self.pieces if self.by_name[n].priority < request.priority]
+
+    def search(self, request: Request) -> tuple[bool, list[str]]:
+        taken = set(self.owner)
+        if self.fits(request, taken):
+            return True, []
+        lower = self.lower(request)
+        if not self.fits(request, taken - self.cells(lower)):
+            return False, []
+        order = sorted(lower, key=lambda n: (self.by_name[n].priority, -self.seq[n]))  # A6
+        chosen: list[str] = []
+        released: set[tuple[int, int]] = set()
+        for name in order:
+            chosen.append(name)
+            released |= self.cells([name])
+            if self.fits(request, taken - released):
+                break
+        kept = [chosen[-1]]
+        for name in reversed(chosen[:-1]):
+            without = released - self.cells([name])
+            if self.fits(request, taken - without):
+                released = without
+            else:
+                kept.append(name)
+        return True, list(reversed(kept))
+
+    def place(self, level: int) -> tuple[int, int]:
+        """A4: the smallest maximal free aligned block that holds a `level` block, lowest cube and offset."""
+        taken = set(self.owner)
+
+        def free(cube: int, start: int, size: int) -> bool:
+            return all((cube, i) not in taken for i in range(start, start + size))
+
+        candidates = [
+            (size, cube, start)
+            for size in range(level, 5)
+            for cube in range(self.cubes)
+            for start in range(0, 16, 1 << size)
+            if free(cube, start, 1 << size) and (size == 4 or not free(cube, start & ~((2 << size) - 1), 2 << size))
+        ]
+        _, cube, start = min(candidates)
+        return cube, start
+
+    def where(self, name: str) -> tuple[tuple[int, ...], str]:
+        by_cube: dict[int, list[int]] = defaultdict(list)
+        for cube, cell in sorted(self.cells([name])):
+            by_cube[cube].append(cell)
+        texts = []
+        for cube, cells in sorted(by_cube.items()):
+            runs: list[list[int]] = []
+            for cell in cells:
+                if runs and runs[-1][1] == cell:
+                    runs[-1][1] = cell + 1
+                else:
+                    runs.append([cell, cell + 1])
+            texts.append(f"cube {cube} " + " ".join(f"[{4 * a}-{4 * b})" for a, b in runs))
+        return tuple(sorted(by_cube)), ", ".join(texts)
+
+    def admit(self, request: Request, victims: list[str], step: int, readmission: bool) -> None:
+        for victim in victims:
+            cubes, _ = self.where(victim)
+            for cell in self.cells([victim]):
+                del self.owner[cell]
+            del self.pieces[victim], self.seq[victim]
+            self.pending.add(victim)
+            v = self.by_name[victim]
+            detail = f"by {request.name} (priority {request.priority} > {v.priority}); back to pending"
+            self.events.append(Event(step, victim, "preempted", detail, cubes, by=request.name))
+        level, blocks, per_slice = self.demand(request)
+        self.pieces[request.name] = []
+        for k in range(blocks):
+            cube, start = self.place(level)
+            for i in range(start, start + (1 << level)):
+                self.owner[cube, i] = request.name
+            self.pieces[request.name].append((k // per_slice, cube, start, level))
+        self.seq[request.name] = len(self.events)
+        self.pending.discard(request.name)
+        cubes, where = self.where(request.name)
+        detail = ("re-admitted; " if readmission else "") + where
+        if victims:
+            detail = f"preempts {', '.join(victims)}; {detail}"
+        self.events.append(Event(step, request.name, "admitted", detail, cubes, tuple(victims)))
+
+    def reason(self, request: Request) -> str:
+        level, blocks, _ = self.demand(request)
+        taken = set(self.owner)
+        chips = blocks * (4 << level)
+        if request.shape in ALL_SUPER:
+            text = f"needs {blocks} completely free cube{'' if blocks == 1 else 's'}"
+        else:
+            text = f"needs {blocks} free aligned {request.shape} partition{'' if blocks == 1 else 's'}"
+        text += f" ({chips} chips); {self.free_blocks(level, taken)} free"
+        lower = self.lower(request)
+        if not lower:
+            return text + ", and no lower-priority workload to preempt"
+        many = f"{len(lower)} lower-priority workload{'' if len(lower) == 1 else 's'}"
+        room = 4 * (self.cubes * 16 - len(taken) + len(self.cells(lower)))
+        if room < chips:
+            return text + f", and even preempting all {many} leaves only {room} chips"
+        after = self.free_blocks(level, taken - self.cells(lower))
+        return text + f", and {after} even after preempting all {many}"
+
+    def run(self) -> Prediction:
+        for step, request in enumerate(self.requests, start=1):
+            fits, victims = self.search(request)
+            if fits:
+                self.admit(request, victims, step, readmission=False)
+            else:
+                self.events.append(Event(step, request.name, "waiting", self.reason(request)))
+                self.pending.add(request.name)
+            for waiting in self.queue:  # one pass, in Kueue's queue order; victims come later in it
+                if waiting.name in self.pending and waiting.name != request.name:
+                    fits, victims = self.search(waiting)
+                    if fits:
+                        self.admit(waiting, victims, step, readmission=True)
+        placements = [
+            Placement(r.name, s, cube, 4 * start, 4 << level)
+            for r in self.requests
+            if r.name in self.pieces
+            for s, cube, start, level in sorted(self.pieces[r.name])
+        ]
+        return Prediction(
+            events=tuple(self.events),
+            final={r.name: "admitted" if r.name in self.pieces else "pending" for r in self.requests},
+            reasons={r.name: self.where(r.name)[1] if r.name in self.pieces else self.reason(r) for r in self.requests},
+            placements=tuple(placements),
+            cubes=self.cubes,
+            cube_chips=CUBE,
+            cell_chips=4,
+            requests=tuple(self.requests),
+        )
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> tuple[list[Request], int]:
+    """Like `orderings`, but more demand than cubes on average, mostly small shapes: long preemption chains."""
+    cubes = draw(st.integers(min_value=1, max_value=4))
+    count = draw(st.integers(min_value=1, max_value=40))
+    mode = draw(st.sampled_from(["random", "rising", "falling", "rising", "two"]))
+    requests = []
+    for i in range(count):
+        priority = {"rising": i, "falling": -i}.get(mode)
+        if priority is None:
+            priority = draw(st.sampled_from([0, 1, 2, 3] if mode == "random" else [0, 1]))
+        requests.append(
+            Request(
+                name=f"w{i}",
+                priority=priority,
+                shape=draw(st.sampled_from([*SHAPES[:4], *SHAPES[:4], *ALL_SHAPES])),
+                slices=draw(st.integers(min_value=1, max_value=6)),
+                order=i,
+            )
+        )
+    return requests, cubes
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(orderings(), crowded()))
+def test_predict_equals_the_plain_model(scenario: tuple[list[Request], int]) -> None:
+    """The whole prediction (events with their details, final states, reasons, placements) is the plain model's."""
+    requests, cubes = scenario
+    assert predict(requests, cubes, TPU7X) == _Plain(requests, cubes).run()

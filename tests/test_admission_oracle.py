@@ -85,7 +85,7 @@ SCENARIOS = (
         ("d", "low", "4x4x4", 1),
     ),
     _s(
-        "mixed shapes pack one cube",
+        "one slice of each sub-slice shape, all admitted in aligned partitions",
         ("one", "low", "2x2x1", 1),
         ("two", "low", "2x2x2", 1),
         ("four", "low", "2x2x4", 1),
@@ -138,7 +138,7 @@ SCENARIOS = (
         ("medium", "medium", "4x4x4", 2),
     ),
     _s(
-        "preempted low comes back after nothing frees",
+        "one high 2x2x1 preempts a low 4-cube group, which cannot come back to the 3 free cubes",
         ("low", "low", "4x4x4", 4),
         ("high", "high", "2x2x1", 1),
     ),
