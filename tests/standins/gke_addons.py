@@ -117,7 +117,7 @@ class LoadBalancers(Poller):
 
     name = "gke-load-balancer-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, pool: str = "10.250.0.0/24", *, interval: float = 0.2) -> None:
+    def __init__(self, plane: cp.ControlPlane, pool: str = "10.250.0.0/24", *, interval: float = 0.5) -> None:
         super().__init__(plane, interval=interval)
         self._addresses: Iterator[ipaddress.IPv4Address | ipaddress.IPv6Address] = ipaddress.ip_network(pool).hosts()
         self.assigned: dict[str, str] = {}  # "Kind namespace/name" -> address

@@ -27,6 +27,7 @@ when it is torn down; here every check passes at once and labels stay until over
 from __future__ import annotations
 
 import hashlib
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +41,7 @@ SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
 HOST = "kubernetes.io/hostname"
 # The label of a pod that names its exclusive unit: an LWS group, or one Job of a JobSet.
 UNITS = ("leaderworkerset.sigs.k8s.io/group-key", "jobset.sigs.k8s.io/job-key")
+LABEL_INTERVAL = 0.5  # seconds between two labelling passes (each lists the pods of both kinds)
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 
 
@@ -59,6 +61,7 @@ class SliceAdmission(Poller):
     def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.1) -> None:
         super().__init__(plane, interval=interval)
         self.readied = 0  # how many times a check state was set to Ready
+        self._next_labelling = 0.0
 
     def _status(self, path: str, body: dict[str, Any]) -> None:
         self.plane.request(
@@ -75,8 +78,17 @@ class SliceAdmission(Poller):
 
     def _label_slices(self) -> None:
         """Label the nodes of each placed slice with its name and shape (merge patches, idempotent)."""
+        now = time.monotonic()
+        if now < self._next_labelling:
+            return
+        self._next_labelling = now + LABEL_INTERVAL
         units: dict[str, tuple[str, set[str]]] = {}
-        for pod in self.plane.request("GET", "/api/v1/pods")["items"]:
+        pods = [
+            pod
+            for key in UNITS
+            for pod in self.plane.request("GET", "/api/v1/pods", query={"labelSelector": key})["items"]
+        ]
+        for pod in pods:
             meta, spec = pod["metadata"], pod["spec"]
             shape = (meta.get("annotations") or {}).get(SLICE_TOPOLOGY_ANNOTATION)
             host = (spec.get("nodeSelector") or {}).get(HOST) or spec.get("nodeName")

@@ -140,7 +140,7 @@ class _Mutate(http.server.BaseHTTPRequestHandler):
 class SliceWebhook(Poller):
     name = "slice-webhook-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, generation: topology.Generation, *, interval: float = 0.2) -> None:
+    def __init__(self, plane: cp.ControlPlane, generation: topology.Generation, *, interval: float = 0.5) -> None:
         super().__init__(plane, interval=interval)
         self._dir = Path(tempfile.mkdtemp(prefix="slice-webhook-", dir=plane.workdir))
         self.ca, self.cert, self.key = serving_certificate(self._dir, f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc")
@@ -171,6 +171,9 @@ class SliceWebhook(Poller):
                 return  # the program creates it once the Deployment is ready
             raise
         webhooks = config.get("webhooks") or []
+        bundle = base64.b64encode(self.ca).decode()
+        if self.ready and all(hook["clientConfig"].get("caBundle") == bundle for hook in webhooks):
+            return  # served; only a re-applied configuration needs the CA again
         services = {(h["clientConfig"]["service"]["namespace"], h["clientConfig"]["service"]["name"]) for h in webhooks}
         if services != {(NAMESPACE, WEBHOOK_SERVICE)}:
             raise cp.ControlPlaneError(f"the webhooks name {sorted(services)}, not the controller's Service")
@@ -178,7 +181,6 @@ class SliceWebhook(Poller):
             return
         self._publish_endpoint()
         self._write_certificate()
-        bundle = base64.b64encode(self.ca).decode()
         if any(hook["clientConfig"].get("caBundle") != bundle for hook in webhooks):
             for hook in webhooks:
                 hook["clientConfig"]["caBundle"] = bundle
