@@ -50,6 +50,10 @@ from settings.loader import load
 from settings.model import StackConfig
 
 CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
+# Every test module that starts a plane carries this xdist group, so one test worker runs them
+# all, one plane at a time (`--dist loadgroup` in the Makefile's test command): two planes with
+# their controllers on 2 CPUs starve each other, and a controller's informers then time out.
+XDIST_GROUP = "control-plane"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # Only nodes with this annotation are kwok's (`--manage-nodes-with-annotation-selector`); the value
 # is the one kwok's own docs and kwokctl use.

@@ -38,6 +38,8 @@ from tests import control_plane as cp
 from tests import controllers as ctl
 from tests.standins import slice_topology
 
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+
 CUBES = 4
 STACK = "dev"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"

@@ -36,6 +36,7 @@ from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gcp_provider as gcp_standin
 from tests.standins import gke_addons, gke_auth_plugin, slice_webhook
 
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 PROJECT_ID = "my-tpu-project"
 TOKEN = "hf_clusterUpTestToken0123456789"
 PART_OF = "app.kubernetes.io/part-of=tpu-slicing"
@@ -314,7 +315,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(label, marks=pytest.mark.xdist_group(f"cluster-up-{label}")) for label in CASES],
+    params=list(CASES),
 )
 def lifecycle(
     request: pytest.FixtureRequest, engine: Engine, tmp_path_factory: pytest.TempPathFactory

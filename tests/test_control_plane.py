@@ -20,6 +20,8 @@ from settings.model import StackConfig
 from tests import control_plane as cp
 from tests.crd_schema import crd_root
 
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 WARM_START_LIMIT = 60.0
 NAMESPACE = "tpu-smoke"
