@@ -9,4 +9,11 @@ module proxy refuses their modules (403): the Python language host
 (the gRPC services of `pulumi.runtime.proto`) to the real engine, is small, and says in its module
 docstring what it cannot show. None of them is used by the program itself: they are installed
 into a test-only PULUMI_HOME by `tests/engine.py`.
+
+The others stand in for what runs beside GKE's control plane and cannot run here, for the tests
+that apply whole stacks to the local control plane (tests/test_cluster_up.py): the auth plugin
+(`gke_auth_plugin.py`), what GKE installs and its load-balancer controllers (`gke_addons.py`), the
+slice controller's webhook server and admission check (`slice_webhook.py`, `slice_admission.py`,
+`slice_topology.py`), and GitHub's raw files for the inference CRDs (`curl.py`). Each polls the
+plane on a thread (`poller.py`) or runs as a program on the test PATH.
 """
