@@ -43,9 +43,7 @@ served = backend.deploy(platform)
 for key, value in served.outputs.items():
     pulumi.export(key, value)
 
-dashboard_url = observe(
-    config, provider, pools=nodes.pools, monitored_after=served.monitored_after, apis_ready=cloud.apis.ready
-)
+dashboard_url = observe(config, provider, monitored_after=served.monitored_after, apis_ready=cloud.apis.ready)
 if dashboard_url is not None:
     pulumi.export("dashboardUrl", dashboard_url)
 

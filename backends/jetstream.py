@@ -45,6 +45,7 @@ def deploy(base: Foundation) -> Served:
             pod_cidr=str(config.network.pod_cidr),
             depends_on=base.controllers.ready(),
             tpu_pools=[base.tpu_pools],
+            identity_pool=[base.cluster.cluster],
         ),
     )
     return Served(outputs={"jetstreamAddress": jetstream.address}, monitored_after=[jetstream.namespace])

@@ -45,6 +45,7 @@ def deploy(base: Foundation) -> Served:
             pod_cidr=str(config.network.pod_cidr),
             depends_on=base.controllers.ready("jobset"),
             tpu_pools=[base.tpu_pools],
+            identity_pool=[base.cluster.cluster],
         ),
     )
     return Served(outputs={"saxHttpAddress": saxml.address, "modelKey": serving.saxml.model_key})

@@ -85,6 +85,7 @@ def deploy(base: Foundation) -> Served:
             namespace=serving.namespace,
             service_account=SERVICE_ACCOUNT,
             depends_on=queues.namespace,
+            identity_pool=base.cluster.cluster,
         ),
     )
     inference_crds = InferenceCrds(

@@ -36,11 +36,36 @@ class NoOfferedVersionError(ValueError):
     pass
 
 
-def choose(offered: OfferedVersions, channel: str, prefix: str | None, floor: str | None) -> str:
-    """The channel's default version when it fits, else the newest offered one that does.
+@dataclass(frozen=True)
+class Choice:
+    """The version a new cluster asks for, and whether it is what the stack asked for.
 
-    Fits: starts with `prefix` (when given) and is not below `floor` (when given). The channel's
-    default comes first because it is the version GKE itself recommends for new clusters there.
+    When the channel offers nothing that fits, `version` is the channel's default and `problem`
+    says why: an existing cluster ignores the choice (it is kept in state and the channel upgrades
+    the control plane itself), so the stack keeps previewing; only creating a cluster refuses
+    (infra/cluster.py). cluster-toolkit's gke-cluster module falls back the same way
+    (modules/scheduler/gke-cluster/main.tf).
+    """
+
+    version: str
+    problem: str | None = None
+
+    def required(self) -> str:
+        if self.problem is not None:
+            raise NoOfferedVersionError(self.problem)
+        return self.version
+
+
+def choose(offered: OfferedVersions, channel: str, prefix: str | None, floor: str | None) -> Choice:
+    """The channel's default version when it fits, else the channel's newest one that does.
+
+    Fits: starts with `prefix` (when given) and is not below `floor` (when given). The default
+    comes first: it is the version GKE itself recommends for new clusters in the channel. Only
+    the channel's own versions are candidates: the data source's `release_channel_latest_version`
+    is the channel's newest valid version with the prefix, while `valid_master_versions` is the
+    location's list across channels (google-beta/services/container/
+    data_source_google_container_engine_versions.go, dataSourceGoogleContainerEngineVersionsRead),
+    and a version outside the channel is refused at create.
     """
 
     def fits(version: str) -> bool:
@@ -50,21 +75,18 @@ def choose(offered: OfferedVersions, channel: str, prefix: str | None, floor: st
             return False
         return floor is None or version_key(version) >= version_key(floor)
 
-    candidates = [
-        offered.release_channel_default_version.get(channel, ""),
-        offered.release_channel_latest_version.get(channel, ""),
-    ]
-    for candidate in candidates:
+    default = offered.release_channel_default_version.get(channel, "")
+    latest = offered.release_channel_latest_version.get(channel, "")
+    for candidate in (default, latest):
         if candidate and fits(candidate):
-            return candidate
-    newest = sorted((v for v in offered.valid_master_versions if fits(v)), key=version_key, reverse=True)
-    if newest:
-        return newest[0]
+            return Choice(candidate)
     wanted = " and ".join(
         part for part in (f"starting with {prefix!r}" if prefix else "", f"at least {floor}" if floor else "") if part
     )
-    raise NoOfferedVersionError(
-        f"the {channel} channel offers no GKE version {wanted or 'at all'} here "
-        f"(offered: {', '.join(sorted(offered.valid_master_versions, key=version_key)[-5:]) or 'none'}); "
-        "set tpu-slicing:cluster.version to an offered version or change cluster.versionPrefix"
+    offers = ", ".join(sorted({v for v in (default, latest) if v})) or "none"
+    problem = (
+        f"the {channel} channel offers no GKE version {wanted or 'at all'} here for a new cluster "
+        f"(its default and newest{' with that prefix' if prefix else ''}: {offers}); "
+        "set tpu-slicing:cluster.version to a version the channel offers, or change cluster.versionPrefix"
     )
+    return Choice(default or latest, problem)

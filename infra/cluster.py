@@ -97,16 +97,36 @@ def _maintenance_policy(args: ClusterArgs) -> gcp.container.ClusterMaintenancePo
     )
 
 
-def master_version(args: ClusterArgs) -> pulumi.Input[str]:
-    """The pinned version, or the one the channel offers here now (read at plan time)."""
-    if args.version is not None:
-        return args.version
-    platform = args.platform
-    offered = gcp.container.get_engine_versions_output(
-        project=args.project, location=args.region, version_prefix=platform.version_prefix
-    )
-    return offered.apply(
-        lambda found: gke_versions.choose(
+class VersionChoice:
+    """The version a new cluster asks for, read at plan time once the Kubernetes Engine API is on.
+
+    The read waits for the project's APIs (`depends_on`): GetServerConfig fails while
+    container.googleapis.com is disabled (google-beta/services/container/
+    data_source_google_container_engine_versions.go), so on a bare project the first preview
+    would fail before anything exists. When the channel offers nothing that fits, the stack still
+    previews (an existing cluster ignores the choice); `refuse_create` stops a new one.
+    """
+
+    def __init__(self, args: ClusterArgs):
+        self.args = args
+        self.choice: gke_versions.Choice | None = None
+
+    def version(self) -> pulumi.Input[str]:
+        args = self.args
+        if args.version is not None:
+            return args.version
+        platform = args.platform
+        offered = gcp.container.get_engine_versions_output(
+            project=args.project,
+            location=args.region,
+            version_prefix=platform.version_prefix,
+            opts=pulumi.InvokeOutputOptions(depends_on=list(args.depends_on)),
+        )
+        return offered.apply(self._choose)
+
+    def _choose(self, found: gcp.container.GetEngineVersionsResult) -> str:
+        platform = self.args.platform
+        self.choice = choice = gke_versions.choose(
             gke_versions.OfferedVersions(
                 valid_master_versions=found.valid_master_versions or [],
                 release_channel_latest_version=found.release_channel_latest_version or {},
@@ -116,7 +136,13 @@ def master_version(args: ClusterArgs) -> pulumi.Input[str]:
             platform.version_prefix,
             platform.version_floor,
         )
-    )
+        if choice.problem is not None:
+            pulumi.log.warn(f"{choice.problem}; an existing cluster keeps its version, a new one is refused")
+        return choice.version
+
+    def refuse_create(self, hook: pulumi.ResourceHookArgs) -> None:
+        if self.choice is not None and self.choice.problem is not None:
+            raise gke_versions.NoOfferedVersionError(f"cluster {self.args.names.cluster}: {self.choice.problem}")
 
 
 class Cluster(pulumi.ComponentResource):
@@ -130,6 +156,7 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("tpu-slicing:infra:Cluster", name, None, opts)
         names = args.names
         child = pulumi.ResourceOptions(parent=self)
+        versions = VersionChoice(args)
         self.node_account = gcp.serviceaccount.Account(
             "node-account",
             gcp.serviceaccount.AccountArgs(
@@ -157,7 +184,7 @@ class Cluster(pulumi.ComponentResource):
                 remove_default_node_pool=True,
                 initial_node_count=1,
                 release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.platform.release_channel),
-                min_master_version=master_version(args),
+                min_master_version=versions.version(),
                 gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
                 monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
                     enable_components=["SYSTEM_COMPONENTS"],
@@ -201,7 +228,19 @@ class Cluster(pulumi.ComponentResource):
             # offers something newer, changes nothing (the channel upgrades the control plane
             # itself). An explicit pin is tracked, so editing it is an update.
             opts=pulumi.ResourceOptions(
-                parent=self, protect=args.protect, ignore_changes=[] if args.version else ["minMasterVersion"]
+                parent=self,
+                protect=args.protect,
+                ignore_changes=[] if args.version else ["minMasterVersion"],
+                # Runs only when the cluster is to be created, in preview too.
+                hooks=pulumi.ResourceHookBinding(
+                    before_create=[
+                        pulumi.ResourceHook(
+                            "refuse-unoffered-gke-version",
+                            versions.refuse_create,
+                            pulumi.ResourceHookOptions(on_dry_run=True),
+                        )
+                    ]
+                ),
             ),
         )
         self.system_pool = gcp.container.NodePool(
@@ -227,7 +266,10 @@ class Cluster(pulumi.ComponentResource):
                     labels={"tpu-slicing/role": "system"},
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role], protect=args.protect),
+            # A fixed, ForceNew name: a replacement goes after its predecessor (409 otherwise).
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[node_role], protect=args.protect, delete_before_replace=True
+            ),
         )
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(

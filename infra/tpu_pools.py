@@ -25,6 +25,12 @@ GKE_REPORTED = (
     "upgradeSettings",
 )
 
+# Placement fields that are neither Computed nor updatable in the provider
+# (resource_container_node_pool.go, `placement_policy`), which GKE fills in on a pool under a
+# workload policy: it derives the type (magic-modules PR #17643, open, would read it back) and
+# reports the policy's topology. Set once at create; a value read back must not plan a change.
+GKE_FILLED_WITH_A_WORKLOAD_POLICY = ("placementPolicy.type", "placementPolicy.tpuTopology")
+
 
 @dataclass(frozen=True)
 class TpuPoolsArgs:
@@ -32,6 +38,7 @@ class TpuPoolsArgs:
     region: str
     zone: str
     cluster: gcp.container.Cluster
+    pool_keys: Sequence[str]  # what each pool binds (its sub-block), else its position: the URN's name
     pool_names: Sequence[str]
     reservation_paths: Sequence[str | None]  # None: on-demand capacity
     machine_type: str
@@ -79,16 +86,19 @@ class TpuPools(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TpuPoolsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:infra:TpuPools", name, None, opts)
-        if len(args.pool_names) != len(args.reservation_paths):
-            raise ValueError("one reservation path per pool is needed")
+        if not len(args.pool_keys) == len(args.pool_names) == len(args.reservation_paths):
+            raise ValueError("one key, name and reservation path per pool is needed")
         if (args.policy is None) == (args.tpu_topology is None):
             raise ValueError("give either a workload policy or a TPU topology")
         waits: list[pulumi.Resource] = [args.cluster]
         waits += [args.policy] if args.policy is not None else []
         waits += [args.node_role] if args.node_role is not None else []
+        ignored = list(GKE_REPORTED)
+        if args.policy is not None:
+            ignored += list(GKE_FILLED_WITH_A_WORKLOAD_POLICY)
         self.pools = [
             gcp.container.NodePool(
-                f"cube-{index}",
+                f"cube-{key}",
                 gcp.container.NodePoolArgs(
                     name=pool_name,
                     project=args.project,
@@ -116,9 +126,15 @@ class TpuPools(pulumi.ComponentResource):
                     ),
                 ),
                 opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=waits, ignore_changes=list(GKE_REPORTED), protect=args.protect
+                    parent=self,
+                    depends_on=waits,
+                    ignore_changes=ignored,
+                    protect=args.protect,
+                    # The name is fixed and ForceNew: a replacement created first would meet its
+                    # predecessor's name (GKE answers 409), so the old pool goes first.
+                    delete_before_replace=True,
                 ),
             )
-            for index, (pool_name, path) in enumerate(zip(args.pool_names, args.reservation_paths, strict=True), 1)
+            for key, pool_name, path in zip(args.pool_keys, args.pool_names, args.reservation_paths, strict=True)
         ]
         self.register_outputs({"names": [pool.name for pool in self.pools]})

@@ -37,6 +37,9 @@ class WorkloadPolicy(pulumi.ComponentResource):
                     accelerator_topology_mode="PROVISION_ONLY",
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            # Every workload_policy field is ForceNew and the name is fixed
+            # (resource_compute_resource_policy.go): a replacement made first would meet the old
+            # policy's name (409), so the old one goes first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), delete_before_replace=True),
         )
         self.register_outputs({"name": self.policy.name})

@@ -23,7 +23,6 @@ def observe(
     config: StackConfig,
     provider: kubernetes.Provider,
     *,
-    pools: int,
     monitored_after: list[pulumi.Resource] | None,
     apis_ready: Sequence[pulumi.Resource],
 ) -> pulumi.Output[str] | None:
@@ -47,7 +46,7 @@ def observe(
                 project=config.project,
                 prefix=config.name_prefix,
                 backend=serving.backend.value,
-                node_pools=[names.tpu_pool(i + 1) for i in range(pools)],
+                node_pools=config.pool_names(),
                 cluster_name=names.cluster,
                 namespace=serving.namespace,
             ),

@@ -14,7 +14,7 @@ import asyncio
 import base64
 import json
 import runpy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from domain.gke_versions import version_key as gke_version_key
 from settings.stack_file import read as read_cli_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,11 +45,17 @@ PLACEHOLDER_GATEWAY_IP = "203.0.113.20"
 PLACEHOLDER_LOAD_BALANCER_IP = "203.0.113.30"
 # What getEngineVersions answers offline: made-up builds, newest first, above the slice
 # controller's floors so that the offline plan exercises the same choice as a real preview.
-PLACEHOLDER_GKE_VERSIONS = ["1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000", "1.34.6-gke.1000000"]
+
 PLACEHOLDER_CHANNEL_DEFAULTS = {
     "RAPID": "1.36.2-gke.9000000",
     "REGULAR": "1.35.2-gke.1842000",
     "STABLE": "1.34.6-gke.1000000",
+}
+# Each channel's valid versions, newest first, as GetServerConfig lists them (`channels[].validVersions`).
+PLACEHOLDER_CHANNEL_VERSIONS = {
+    "RAPID": ["1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000"],
+    "REGULAR": ["1.35.2-gke.1842000", "1.34.6-gke.1000000"],
+    "STABLE": ["1.34.6-gke.1000000"],
 }
 
 
@@ -217,26 +224,42 @@ def cloud_state(token: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, 
     return (f"{name}-id", state)
 
 
+def engine_versions(
+    args: Mapping[str, Any], channels: Mapping[str, Sequence[str]], defaults: Mapping[str, str]
+) -> dict[str, Any]:
+    """`getEngineVersions` as the data source builds it from GetServerConfig: the version prefix
+    filters the location's lists, and each channel's "latest" is its newest valid version with the
+    prefix, absent when none has it; the channel's default is not filtered
+    (google-beta/services/container/data_source_google_container_engine_versions.go)."""
+    prefix = args.get("versionPrefix") or ""
+    everything = sorted({v for vs in channels.values() for v in vs}, key=gke_version_key, reverse=True)
+    valid = [v for v in everything if v.startswith(prefix)]
+    latest = {}
+    for channel, versions in channels.items():
+        matching = [v for v in versions if v.startswith(prefix)]
+        if matching:
+            latest[channel] = matching[0]
+    return {
+        "location": args.get("location"),
+        "project": args.get("project"),
+        "validMasterVersions": valid,
+        "validNodeVersions": valid,
+        "latestMasterVersion": valid[0] if valid else "",
+        "defaultClusterVersion": defaults.get("REGULAR", ""),
+        "releaseChannelDefaultVersion": dict(defaults),
+        "releaseChannelLatestVersion": latest,
+        "releaseChannelUpgradeTargetVersion": dict(defaults),
+        "id": f"projects/{args.get('project')}/locations/{args.get('location')}",
+    }
+
+
 def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
     """What the cloud answers to the invokes this program makes."""
     if token == "gcp:organizations/getProject:getProject":
         project = args.get("projectId") or "project"
         return {"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}
     if token == "gcp:container/getEngineVersions:getEngineVersions":
-        prefix = args.get("versionPrefix") or ""
-        valid = [v for v in PLACEHOLDER_GKE_VERSIONS if v.startswith(prefix)]
-        return {
-            "location": args.get("location"),
-            "project": args.get("project"),
-            "validMasterVersions": valid,
-            "validNodeVersions": valid,
-            "latestMasterVersion": valid[0] if valid else "",
-            "defaultClusterVersion": PLACEHOLDER_CHANNEL_DEFAULTS["REGULAR"],
-            "releaseChannelDefaultVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
-            "releaseChannelLatestVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
-            "releaseChannelUpgradeTargetVersion": dict(PLACEHOLDER_CHANNEL_DEFAULTS),
-            "id": f"projects/{args.get('project')}/locations/{args.get('location')}",
-        }
+        return engine_versions(args, PLACEHOLDER_CHANNEL_VERSIONS, PLACEHOLDER_CHANNEL_DEFAULTS)
     raise NotImplementedError(f"no placeholder answer for the invoke {token}")
 
 

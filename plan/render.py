@@ -158,7 +158,7 @@ def capacity_lines(config: StackConfig) -> list[str]:
         f"  {cap.pools} {cap.unit}(s) of {cap.pool_topology} {cap.generation}: {cap.vms} VMs, {cap.chips} chips, "
         f"{cap.devices} JAX devices, {cap.hbm_gib} GiB HBM",
     ]
-    pools = [config.names.tpu_pool(i + 1) for i in range(cap.pools)]
+    pools = config.pool_names()
     lines += [
         f"  {pool} -> {path or 'on-demand capacity (no reservation)'}"
         for pool, path in zip(pools, cap.reservation_paths, strict=True)

@@ -92,8 +92,7 @@ def _names(configs: Mapping[str, StackConfig]) -> list[Conflict]:
     conflicts = []
     owner: dict[tuple[str, str, str], str] = {}
     for stack, config in configs.items():
-        pools = config.tpu.cubes if config.serving.dynamic_slicing else config.serving.slices
-        names = [*config.names.gcp_names(pools), config.names.sax_bucket(config.project)]
+        names = [*config.names.gcp_names(config.pool_keys()), config.names.sax_bucket(config.project)]
         for name in names:
             key = (config.project, config.location, name)
             if key in owner and owner[key] != stack:

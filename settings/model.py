@@ -219,6 +219,9 @@ class ClusterConfig(StrictModel):
     protect: bool = True
     maintenance_window_start: str = Field("03:00", pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     maintenance_exclusion: MaintenanceExclusion | None = None
+    # The documented opt-out from `maintenanceExclusion`: GKE upgrades the TPU nodes at its own
+    # cadence, and every node upgrade recreates the TPU VMs and the slices serving on them.
+    allow_tpu_node_upgrades: bool = False
 
     @field_validator("version")
     @classmethod
@@ -752,6 +755,19 @@ class StackConfig(StrictModel):
             return [None] * pools
         return list(self.reservation.pool_paths(self.project, pools))
 
+    def pool_keys(self) -> list[str]:
+        """What names each TPU pool: the sub-block it binds, else its position (pools that share a
+        block, or run on demand, are interchangeable). Retiring one sub-block then deletes that
+        one pool and leaves the others as they are."""
+        subs = self.reservation.sub_blocks if self.reservation is not None else None
+        if subs and self.serving.dynamic_slicing:
+            return list(subs)
+        pools = self.tpu.cubes if self.serving.dynamic_slicing else self.serving.slices
+        return [str(i) for i in range(1, pools + 1)]
+
+    def pool_names(self) -> list[str]:
+        return [self.names.tpu_pool(key) for key in self.pool_keys()]
+
     @model_validator(mode="after")
     def _cross_field(self) -> StackConfig:
         # Each rule raises with the key, the bad value and what is allowed.
@@ -765,7 +781,26 @@ class StackConfig(StrictModel):
         self._check_network_capacity()
         self._check_topology_levels()
         self._check_system_machine()
+        self._check_upgrade_policy()
         return self
+
+    def _check_upgrade_policy(self) -> None:
+        # Every TPU pool auto-upgrades (infra/tpu_pools.py); only a maintenance exclusion holds
+        # node upgrades back. cluster-toolkit's TPU7x example holds them until end of support
+        # (examples/gke-tpu-7x/gke-tpu-7x.yaml, NO_MINOR_OR_NODE_UPGRADES).
+        cluster = self.cluster
+        exclusion = cluster.maintenance_exclusion
+        holds_nodes = exclusion is not None and exclusion.scope is not ExclusionScope.NO_MINOR_UPGRADES
+        if holds_nodes or cluster.allow_tpu_node_upgrades:
+            return
+        found = "is not set"
+        if exclusion is not None:
+            found = f"has scope {exclusion.scope.value}, which lets node upgrades run"
+        raise ValueError(
+            f"cluster.maintenanceExclusion {found}: GKE node upgrades recreate the TPU VMs and the slices "
+            "serving on them; allowed: an exclusion with scope NO_MINOR_OR_NODE_UPGRADES (untilEndOfSupport: "
+            "true) or NO_UPGRADES, or cluster.allowTpuNodeUpgrades: true to let GKE upgrade them at its cadence"
+        )
 
     def _check_system_machine(self) -> None:
         problem = machines.system_machine_problem(self.cluster.system_machine_type, self.serving.backend.value)
@@ -897,8 +932,7 @@ class StackConfig(StrictModel):
             )
 
     def _check_names(self) -> None:
-        pools = self.tpu.cubes if self.serving.dynamic_slicing else self.serving.slices
-        for what, name, limit in self.names.limits(pools):
+        for what, name, limit in self.names.limits(self.pool_keys()):
             if len(name) > limit:
                 raise ValueError(
                     f"namePrefix {self.name_prefix!r} is too long: the {what} name {name!r} has {len(name)} "

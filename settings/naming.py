@@ -7,6 +7,7 @@ and so two stacks with different prefixes never collide in one project/region.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Google Cloud limits (resource naming docs): most compute names 63, GKE
@@ -69,8 +70,12 @@ class Names:
         # Bucket names are global: the project id keeps them unique across projects.
         return f"{project}-{self.prefix}-sax"
 
-    def tpu_pool(self, index: int) -> str:
-        return f"{self.prefix}-tpu-{index}"
+    def tpu_pool(self, key: str | int) -> str:
+        """A TPU pool's name, from what it binds: its sub-block (``dev-tpu-sub-block-1``), or its
+        position when pools share a block or run on demand (``dev-tpu-2``). GKE's pool name is
+        ForceNew (resource_container_node_pool.go), so a name tied to a list position would rebind
+        and replace a healthy cube when an earlier sub-block is retired."""
+        return f"{self.prefix}-tpu-{key}"
 
     # Cluster-scoped Kueue objects: several stacks may share one cluster's API
     # in future, and distinct names make kubectl output self-explaining.
@@ -93,9 +98,9 @@ class Names:
     def priority_class(self, level: str, value: int) -> str:
         return f"{self.prefix}-{level}-{value}"
 
-    def limits(self, pool_count: int) -> list[tuple[str, str, int]]:
+    def limits(self, pool_keys: Sequence[str]) -> list[tuple[str, str, int]]:
         """(what, name, limit) for every derived name, with the longest variants."""
-        last_pool = max(pool_count, 1)
+        longest_pool = max((self.tpu_pool(key) for key in pool_keys or ["1"]), key=len)
         return [
             ("network", self.network, COMPUTE_LIMIT),
             ("node subnet", self.node_subnet, COMPUTE_LIMIT),
@@ -106,13 +111,13 @@ class Names:
             ("workload policy", self.workload_policy, COMPUTE_LIMIT),
             ("cluster", self.cluster, GKE_LIMIT),
             ("system node pool", self.system_pool, GKE_LIMIT),
-            ("TPU node pool", self.tpu_pool(last_pool), GKE_LIMIT),
+            ("TPU node pool", longest_pool, GKE_LIMIT),
             ("node service account", self.node_service_account, SERVICE_ACCOUNT_LIMIT),
             ("Saxml service account", self.sax_account, SERVICE_ACCOUNT_LIMIT),
             ("Kueue topology", self.kueue_topology, K8S_NAME_LIMIT),
             ("priority class", self.priority_class("medium", 2_000_000_000), K8S_NAME_LIMIT),
         ]
 
-    def gcp_names(self, pool_count: int) -> list[str]:
+    def gcp_names(self, pool_keys: Sequence[str]) -> list[str]:
         """Names that must be unique per project (and region) across stacks."""
-        return [name for what, name, limit in self.limits(pool_count) if limit != K8S_NAME_LIMIT]
+        return [name for what, name, limit in self.limits(pool_keys) if limit != K8S_NAME_LIMIT]

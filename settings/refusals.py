@@ -165,6 +165,14 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "30 days",
     ),
     RefusedClass(
+        "TPU node upgrades left to GKE's cadence unstated",
+        StackConfig._check_upgrade_policy,
+        {"cluster": {"maintenanceExclusion": None}},
+        "cluster.maintenanceExclusion",
+        "cluster.allowTpuNodeUpgrades: true",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
         "system machine smaller than the largest CPU pod",
         machines.system_machine_problem,
         {"cluster": {"systemMachineType": "e2-standard-4"}},

@@ -362,8 +362,7 @@ def tpu_nodes(config: StackConfig) -> list[dict[str, Any]]:
     capacity = {"cpu": str(vm.vcpus), "memory": f"{vm.memory_gib}Gi", TPU_RESOURCE: str(vm.chips_per_vm)}
     reservation = config.reservation
     nodes = []
-    for pool_index, path in enumerate(config.pool_paths(), start=1):
-        pool = names.tpu_pool(pool_index)
+    for pool, path in zip(config.pool_names(), config.pool_paths(), strict=True):
         block = (reservation.block if reservation else None) or "block-0"
         sub_block = path.rsplit("/", 1)[-1] if path and "reservationSubBlocks/" in path else f"{pool}-sub-block"
         for host in range(generation.vms(shape)):

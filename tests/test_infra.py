@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from infra.apis import REQUIRED_APIS
 from infra.cluster import IMAGE_TYPE, NODE_ROLE
-from infra.tpu_pools import GKE_REPORTED
+from infra.tpu_pools import GKE_FILLED_WITH_A_WORKLOAD_POLICY, GKE_REPORTED
 from plan import engine
 from plan.engine import PLACEHOLDER_CHANNEL_DEFAULTS, PLACEHOLDER_ENDPOINT, PlanResult
+from settings.loader import ConfigError
 from tests.conftest import DevRunner
+from tests.control_plane import load_stack
 
 CLUSTER = "gcp:container/cluster:Cluster"
 POOL = "gcp:container/nodePool:NodePool"
@@ -111,8 +114,21 @@ def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunne
     exclusion = cluster.get("maintenancePolicy.maintenanceExclusions.0")
     assert (exclusion["startTime"], exclusion["endTime"]) == ("2026-12-20T00:00:00Z", "2027-01-05T00:00:00Z")
     assert exclusion["exclusionOptions"] == {"scope": "NO_UPGRADES"}
-    no_exclusion = run_dev({"cluster": {"maintenanceExclusion": None}}).one(CLUSTER)
+    opted_out = {"cluster": {"maintenanceExclusion": None, "allowTpuNodeUpgrades": True}}
+    no_exclusion = run_dev(opted_out).one(CLUSTER)
     assert no_exclusion.get("maintenancePolicy.maintenanceExclusions") is None
+
+
+def test_every_stack_states_its_tpu_node_upgrade_policy(run_dev: DevRunner) -> None:
+    # GKE node upgrades recreate TPU VMs: without an exclusion that holds them, or the explicit
+    # opt-out, the stack is refused before anything is registered.
+    for cluster in ({"maintenanceExclusion": None}, {"maintenanceExclusion": {"scope": "NO_MINOR_UPGRADES"}}):
+        with pytest.raises(ConfigError, match=r"cluster\.maintenanceExclusion .*allowTpuNodeUpgrades"):
+            run_dev({"cluster": cluster})
+    for stack in ("dev", "dev-b", "saxml-v5e", "jetstream-v5e"):
+        config = load_stack(stack)
+        exclusion = config.cluster.maintenance_exclusion
+        assert exclusion is not None and exclusion.scope.value == "NO_MINOR_OR_NODE_UPGRADES", stack
 
 
 def test_system_pool_replaces_the_default_pool(dev_plan: PlanResult) -> None:
@@ -145,7 +161,7 @@ def test_workload_policy(dev_plan: PlanResult) -> None:
 
 def test_tpu_pools_bind_one_cube_each_to_the_reservation(dev_plan: PlanResult) -> None:
     pools = sorted((p for p in dev_plan.of_type(POOL) if p.name.startswith("cube-")), key=lambda p: p.name)
-    assert [p.get("name") for p in pools] == ["dev-tpu-1", "dev-tpu-2"]
+    assert [p.get("name") for p in pools] == ["dev-tpu-sub-block-0", "dev-tpu-sub-block-1"]
     cluster, policy = dev_plan.one(CLUSTER), dev_plan.one(POLICY)
     for index, pool in enumerate(pools):
         assert pool.get("nodeCount") == 16
@@ -193,7 +209,7 @@ def test_outputs_and_secrecy(dev_plan: PlanResult) -> None:
     assert outputs["clusterName"].value == "dev-gke"
     assert outputs["location"].value == "us-central1"
     assert outputs["endpoint"].value == PLACEHOLDER_ENDPOINT
-    assert outputs["nodePools"].value == ["dev-tpu-1", "dev-tpu-2"]
+    assert outputs["nodePools"].value == ["dev-tpu-sub-block-0", "dev-tpu-sub-block-1"]
     assert outputs["totalChips"].value == 128
     assert outputs["kubeconfig"].secret
     assert not any(o.secret for name, o in outputs.items() if name != "kubeconfig")
@@ -253,7 +269,8 @@ def test_tpu_pools_wait_for_the_node_account_role_and_pin_the_image(dev_plan: Pl
         assert dev_plan.depends_on(pool, role), pool.name
         assert pool.get("nodeConfig.imageType") == IMAGE_TYPE == "COS_CONTAINERD"
     for pool in pools:
-        assert pool.ignore_changes == list(GKE_REPORTED)
+        # Under a workload policy GKE also fills in the placement type and topology.
+        assert pool.ignore_changes == [*GKE_REPORTED, *GKE_FILLED_WITH_A_WORKLOAD_POLICY]
 
 
 def test_the_apis_the_stack_writes_to_are_enabled(dev_plan: PlanResult) -> None:

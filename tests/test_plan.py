@@ -18,11 +18,11 @@ def test_plan_prints_tree_capacity_and_outputs(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "DESIRED STATE" in out and "not a diff against the cloud" in out
     assert "tpu-slicing:infra:TpuPools  tpu-pools" in out
-    assert "gcp:container/nodePool:NodePool  cube-1" in out
+    assert "gcp:container/nodePool:NodePool  cube-sub-block-0" in out
     assert "nodeConfig.reservationAffinity.consumeReservationType=SPECIFIC_RESERVATION" in out
     assert "workloadPolicy.acceleratorTopologyMode=PROVISION_ONLY" in out
     assert "2 cube(s) of 4x4x4 tpu7x: 32 VMs, 128 chips, 256 JAX devices, 24576 GiB HBM" in out
-    assert "dev-tpu-2 -> projects/example-tpu-project/reservations/example-tpu7x-reservation" in out
+    assert "dev-tpu-sub-block-1 -> projects/example-tpu-project/reservations/example-tpu7x-reservation" in out
     assert "kubeconfig = [secret]" in out
     assert "totalChips = 128" in out
 

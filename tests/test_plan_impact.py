@@ -26,7 +26,7 @@ from tests.conftest import dev_raw, merged
 PLAN_CODE = ("plan/__main__.py", "plan/document.py", "plan/impact.py", "plan/policies.py", "plan/render.py")
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
 JOBSET = "slicing-checks/kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::subslicing-check"
-CUBE_3 = "tpu-pools/gcp:container/nodePool:NodePool::cube-3"
+CUBE_3 = "tpu-pools/gcp:container/nodePool:NodePool::cube-sub-block-2"
 
 
 class Clone:
@@ -132,10 +132,10 @@ def test_a_third_cube_adds_a_pool_on_its_own_sub_block(clone: Clone, tmp_path: P
     (pool,) = [line for line in text.splitlines() if line.startswith(f"- `+` `{CUBE_3}`")]
     assert "nodeCount=16" in pool and "reservationSubBlocks/sub-block-2" in pool
     reasons = report["tpuCost"]["reasons"]
-    assert "TPU pool `cube-3` added" in reasons
+    assert "TPU pool `cube-sub-block-2` added" in reasons
     path = "projects/example-tpu-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0"
     assert f"reservation paths change (pool 3: (no pool) → `{path}/reservationSubBlocks/sub-block-2`)" in reasons
-    assert text.splitlines()[2].startswith("**TPU cost: touched**: TPU pool `cube-3` added")
+    assert text.splitlines()[2].startswith("**TPU cost: touched**: TPU pool `cube-sub-block-2` added")
     # More capacity, the same use: the servers stay where they were.
     assert report["usage"]["chips"] == {"before": 64, "after": 64, "totalBefore": 128, "totalAfter": 192}
     assert "| TPU chips in use | 64 of 128 | 64 of 192 |" in text
@@ -251,4 +251,4 @@ def test_a_base_without_impact_facts_says_what_it_cannot_compare(dev_doc: dict[s
     assert report["missing"] == ["base"] and report["complete"] is False
     assert "the base plan carries no impact data" in report["markdown"].splitlines()[2]
     assert "| TPU chips in use | n/a | 64 of 192 |" in report["markdown"]
-    assert "TPU pool `cube-3` added" in report["tpuCost"]["reasons"]
+    assert "TPU pool `cube-sub-block-2` added" in report["tpuCost"]["reasons"]

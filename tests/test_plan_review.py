@@ -30,7 +30,7 @@ def test_document_is_stable_and_sorted(dev_doc: dict[str, Any]) -> None:
     again = document.document(engine.run_stack("dev"), config_with())
     assert document.dumps(dev_doc) == document.dumps(again)
     assert list(dev_doc["resources"]) == sorted(dev_doc["resources"])
-    pool = dev_doc["resources"]["tpu-pools/gcp:container/nodePool:NodePool::cube-1"]
+    pool = dev_doc["resources"]["tpu-pools/gcp:container/nodePool:NodePool::cube-sub-block-0"]
     assert pool["inputs"]["nodeCount"] == 16 and isinstance(pool["inputs"]["nodeCount"], int)
     assert "cluster/gcp:container/cluster:Cluster::cluster" in pool["dependsOn"]
     assert dev_doc["capacity"]["chips"] == 128
@@ -128,7 +128,7 @@ def test_mermaid_groups_components_and_draws_edges(dev_plan: PlanResult) -> None
     assert 'subgraph c_tpu_pools["TpuPools tpu-pools"]' in text
     ids = [graph._node_id(r) for r in dev_plan.resources]
     assert len(ids) == len(set(ids))
-    pool = next(r for r in dev_plan.resources if r.name == "cube-1")
+    pool = next(r for r in dev_plan.resources if r.name == "cube-sub-block-0")
     cluster = dev_plan.one("gcp:container/cluster:Cluster")
     assert f"{graph._node_id(pool)} --> {graph._node_id(cluster)}" in text
     assert text.count("-->") == len(graph.edges(dev_plan))

@@ -304,7 +304,7 @@ def _affinity(props: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("form", FORMS)
 def test_tpu7x_pool_must_consume_its_specific_reservation(dev: engine.PlanResult, form: str) -> None:
-    pool = dev.one(NODE_POOL, "cube-1")
+    pool = dev.one(NODE_POOL, "cube-sub-block-0")
     for bad in ("ANY_RESERVATION", "NO_RESERVATION"):
 
         def consume(p: dict[str, Any], bad: str = bad) -> None:
@@ -312,7 +312,7 @@ def test_tpu7x_pool_must_consume_its_specific_reservation(dev: engine.PlanResult
 
         props = broken(pool, consume)
         [message] = messages(tpu_pool_specific_reservation, pool, props, form=form)
-        assert "NodePool 'cube-1'" in message
+        assert "NodePool 'cube-sub-block-0'" in message
         assert "tpu7x-standard-4t" in message
         assert f"consumeReservationType is '{bad}'" in message
         assert "allowed: SPECIFIC_RESERVATION" in message
@@ -337,7 +337,7 @@ def test_tpu_pool_without_reservation_affinity_is_rejected(saxml: engine.PlanRes
 
 
 def test_specific_reservation_needs_the_key_and_reservation_paths(dev: engine.PlanResult) -> None:
-    pool = dev.one(NODE_POOL, "cube-2")
+    pool = dev.one(NODE_POOL, "cube-sub-block-1")
 
     def change(p: dict[str, Any]) -> None:
         _affinity(p).update(key="reservation", values=["example-tpu7x-reservation"])
@@ -349,7 +349,7 @@ def test_specific_reservation_needs_the_key_and_reservation_paths(dev: engine.Pl
 
     empty = broken(pool, lambda p: _affinity(p).update(values=[]))
     [message] = messages(tpu_pool_specific_reservation, pool, empty, form="recorded")
-    assert "NodePool 'cube-2'" in message and "values is empty" in message
+    assert "NodePool 'cube-sub-block-1'" in message and "values is empty" in message
 
 
 def test_cpu_pools_are_not_checked(dev: engine.PlanResult) -> None:
@@ -360,11 +360,11 @@ def test_cpu_pools_are_not_checked(dev: engine.PlanResult) -> None:
 
 @pytest.mark.parametrize("form", FORMS)
 def test_reservation_config_rejects_other_reservations(dev: engine.PlanResult, form: str) -> None:
-    pool = dev.one(NODE_POOL, "cube-1")
+    pool = dev.one(NODE_POOL, "cube-sub-block-0")
     value = _affinity(pool.inputs)["values"][0]
     for other in ("projects/example-tpu-project/reservations/other", f"{DEV_RESERVATION[:-3]}"):
         [message] = messages(tpu_pool_specific_reservation, pool, config={"reservation": other}, form=form)
-        assert "NodePool 'cube-1'" in message
+        assert "NodePool 'cube-sub-block-0'" in message
         assert f"values has '{value}'" in message
         assert f"allowed: the reservation '{other}'" in message
     assert messages(tpu_pool_specific_reservation, pool, config={"reservation": DEV_RESERVATION + "/"}, form=form) == []
@@ -380,7 +380,7 @@ def test_network_under_tpu_pools_needs_jumbo_mtu(dev: engine.PlanResult, form: s
     [(message, urn)] = violations(tpu_network_jumbo_mtu, stack_args(dev.resources, props, form=form))
     assert urn == vpc.urn
     assert "Network 'vpc' mtu is 1460; allowed: 8896" in message
-    assert "cube-1" in message and "cube-2" in message and "system-pool" not in message
+    assert "cube-sub-block-0" in message and "cube-sub-block-1" in message and "system-pool" not in message
 
     unset = {vpc.urn: broken(vpc, lambda p: p.pop("mtu"))}
     [(message, _)] = violations(tpu_network_jumbo_mtu, stack_args(dev.resources, unset, form=form))

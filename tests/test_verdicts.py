@@ -267,7 +267,12 @@ ACCEPTED: list[tuple[str, str, Mapping[str, Any], str]] = [
     ("saxml-v5e as committed", "saxml-v5e", {}, ""),
     ("jetstream-v5e as committed", "jetstream-v5e", {}, ""),
     ("pods in 100.64.0.0/10", "dev", {"network": {"podCidr": "100.64.0.0/14"}}, ""),
-    ("unquoted 22:00 window", "dev", {"cluster": None}, "  tpu-slicing:cluster:\n    maintenanceWindowStart: 22:00\n"),
+    (
+        "unquoted 22:00 window",
+        "dev",
+        {"cluster": None},
+        "  tpu-slicing:cluster:\n    maintenanceWindowStart: 22:00\n    allowTpuNodeUpgrades: true\n",
+    ),
     ("bare project key", "dev", {"namePrefix": None}, "  namePrefix: devbare\n"),
     ("a smoke-test run id", "dev", {"serving": {"smokeTest": {"runId": "run-2026-12-01"}}}, ""),
     ("tensor parallelism that fits", "dev", {"serving": {"vllm": {"tensorParallelSize": 8}}}, ""),

@@ -118,6 +118,9 @@ class JetstreamArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     # Only the TPU servers wait for these (the pools), so everything else installs meanwhile.
     tpu_pools: Sequence[pulumi.Resource] = ()
+    # The cluster whose workload pool the principal names: IAM refuses members of a pool that
+    # does not exist yet (workloads/model_access.py), and the project read needs its APIs.
+    identity_pool: Sequence[pulumi.Resource] = ()
 
 
 def slice_shape(args: JetstreamArgs) -> Topology:
@@ -478,7 +481,9 @@ class Jetstream(pulumi.ComponentResource):
         account = service_account_body(args)
         self.service_account = core.ServiceAccount(f"{name}-service-account", metadata=account["metadata"], opts=child)
         # Workload Identity principals name the project by number; look it up.
-        number = gcp.organizations.get_project_output(project_id=args.project).number
+        number = gcp.organizations.get_project_output(
+            project_id=args.project, opts=pulumi.InvokeOutputOptions(depends_on=list(args.identity_pool))
+        ).number
         principal = number.apply(
             lambda value: workload_principal(str(value), args.project, args.namespace, SERVICE_ACCOUNT)
         )
@@ -489,7 +494,7 @@ class Jetstream(pulumi.ComponentResource):
                 gcp.storage.BucketIAMMemberArgs(
                     bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends, *args.identity_pool]),
             )
             for grant in bucket_grants(args)
         ]

@@ -39,6 +39,11 @@ class ModelAccessArgs:
     namespace: pulumi.Input[str]
     service_account: str
     depends_on: pulumi.Resource
+    # The cluster whose workload pool (`<project>.svc.id.goog`) the principals name. IAM refuses a
+    # member of a pool that does not exist yet ("Identity Pool does not exist";
+    # terraform-google-modules/terraform-google-kubernetes-engine#916), and the cluster also
+    # waits for the project's APIs, Cloud Resource Manager's among them.
+    identity_pool: pulumi.Resource
 
 
 class ModelAccess(pulumi.ComponentResource):
@@ -55,7 +60,10 @@ class ModelAccess(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.depends_on]),
         )
         # The number, not the id, appears in Workload Identity principals; look it up.
-        number = gcp.organizations.get_project_output(project_id=args.project).number
+        after_pool = [args.identity_pool]
+        number = gcp.organizations.get_project_output(
+            project_id=args.project, opts=pulumi.InvokeOutputOptions(depends_on=after_pool)
+        ).number
         principal = pulumi.Output.all(number, args.namespace).apply(
             lambda parts: workload_principal(str(parts[0]), args.project, str(parts[1]), args.service_account)
         )
@@ -65,7 +73,7 @@ class ModelAccess(pulumi.ComponentResource):
                 gcp.storage.BucketIAMMemberArgs(
                     bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=after_pool),
             )
             for grant in grants(args.bucket, CACHE_PREFIX)
         ]

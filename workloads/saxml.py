@@ -65,6 +65,11 @@ class SaxmlArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     # Only the model servers wait for these (the pools): the rest installs meanwhile.
     tpu_pools: Sequence[pulumi.Resource] = ()
+    # The cluster whose workload pool the Workload Identity binding names. IAM refuses the member
+    # `serviceAccount:<project>.svc.id.goog[ns/sa]` until a cluster with that pool exists
+    # (terraform-google-modules/terraform-google-kubernetes-engine#916;
+    # googleforgames/global-multiplayer-demo#39), and the cluster waits for the project's APIs.
+    identity_pool: Sequence[pulumi.Resource] = ()
 
 
 # The admin and HTTP servers run as their images' user; they need no capability (ports above 1024).
@@ -199,7 +204,9 @@ class Saxml(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SaxmlArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:workloads:Saxml", name, None, opts)
-        gcp_child = pulumi.ResourceOptions(parent=self)
+        # The Google half (bucket, account, grants) comes after the cluster: the binding needs its
+        # workload pool, and the cluster is what waits for the IAM and Storage APIs.
+        gcp_child = pulumi.ResourceOptions(parent=self, depends_on=list(args.identity_pool))
         self.bucket = gcp.storage.Bucket(
             "admin-bucket",
             gcp.storage.BucketArgs(
