@@ -251,4 +251,4 @@ def test_a_base_without_impact_facts_says_what_it_cannot_compare(dev_doc: dict[s
     assert report["missing"] == ["base"] and report["complete"] is False
     assert "the base plan carries no impact data" in report["markdown"].splitlines()[2]
     assert "| TPU chips in use | n/a | 64 of 192 |" in report["markdown"]
-    assert "TPU pool `cube-sub-block-2` added" in report["tpuCost"]["reasons"]
+    assert "TPU pool `cube-3` added" in report["tpuCost"]["reasons"]
