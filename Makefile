@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
 
-.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane policy-venv real-preview
+.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ engine:
 ## controlplane: build the local control plane's etcd, kube-apiserver, -controller-manager, -scheduler and kwok (cached outside the repo)
 controlplane:
 	bash tools/controlplane/build.sh
+
+## gcpdata: download Google's API discovery documents (google.golang.org/api, pin: tools/gcpdata/go.mod) into the Go module cache: test data for the GCP stand-in
+gcpdata:
+	bash tools/gcpdata/fetch.sh >/dev/null
 
 ## real-preview: a real `pulumi preview` of stack $(STACK) on a local backend (stand-ins for GCP, see README)
 real-preview: engine $(VENV)/.dev policy/venv/.ready
@@ -69,7 +73,7 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev engine controlplane policy/venv/.ready
+unit: $(VENV)/.dev engine controlplane gcpdata policy/venv/.ready
 	$(PY) -m pytest -n auto --dist loadgroup
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time

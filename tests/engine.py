@@ -60,7 +60,9 @@ def _wrapper(path: Path, module: str) -> Path:
     """An executable that starts a stand-in with this checkout's virtualenv."""
     path.parent.mkdir(parents=True, exist_ok=True)
     python = ROOT / ".venv" / "bin" / "python"
-    path.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{python}" -m {module} "$@"\n')
+    # -P: the engine starts plugins in the project folder, whose own copy of tests/ must not
+    # shadow this checkout's stand-ins (tests/test_bare_project.py runs an older tree).
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{python}" -P -m {module} "$@"\n')
     path.chmod(0o755)
     return path
 
@@ -163,6 +165,20 @@ class Workspace:
             timeout=900,
         )
 
+    def bare_project(self, stack: str) -> Path:
+        """Give `stack` a bare Google Cloud project of its own (the stand-in GCP provider's), holding
+        only what the stack's owner has beforehand: its reservation and its weights bucket."""
+        from plan import engine as offline
+        from settings.loader import load
+        from tests.standins import gcp_provider
+
+        raw, secret_keys = offline.read_stack_config(self.root / f"Pulumi.{stack}.yaml")
+        config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
+        path = self.root.parent / f"{self.root.name}.{stack}.gcp-project.json"
+        gcp_provider.prepare(path, config)
+        self.env[gcp_provider.PROJECT_ENV] = str(path)
+        return path
+
     def preview_steps(self, stack: str, *extra: str) -> tuple[Any, dict[str, Any]]:
         done = self.pulumi("preview", "--stack", stack, "--diff", "--json", *extra, check=False)
         try:
@@ -197,6 +213,7 @@ def readme_stack(engine: Engine, stack: str, label: str, *, project: str, token:
         done = ws.shell(line)
         if done.returncode != 0:
             raise RuntimeError(f"{line}\n{done.stdout}\n{done.stderr}")
+    ws.bare_project(f"{stack}-new")
     return ws
 
 

@@ -1,15 +1,28 @@
-"""Stand-in `pulumi-resource-gcp` 10.2.0 for the real-engine tests.
+"""Stand-in `pulumi-resource-gcp` 10.2.0 for the real-engine tests: a bare Google Cloud project.
 
-The real provider bridges a patched Terraform provider whose module the proxy does not serve.
-This one answers with the same placeholders as the offline plan (`plan.engine.cloud_state`):
-a cluster endpoint and CA, service-account emails, dashboard ids, the project number and
-the GKE versions a channel offers; on TPU node pools it also reports back what GKE fills in
-(`gke_state`), and its Diff treats the fields GKE reports but the provider does not compute as
-changes, some of them forcing a new pool, as the wrapped Terraform resource does.
+The real provider bridges a patched Terraform provider whose module the proxy does not serve, and
+Google Cloud cannot be reached from here. This stand-in plays both, from upstream facts only:
 
-What it cannot show: whether Google Cloud accepts a field or a combination of fields (the
-bridged schema's validation and the API's), which fields force a replacement, what GKE returns
-for fields it normalises, and every timing. Those are listed in the README under
+- **Check** refuses what the bridged schema refuses (a missing Required argument, a value outside
+  a StringInSlice) and, with the discovery documents of `google.golang.org/api` in the Go module
+  cache (tools/gcpdata), a value outside the API's enum (gcp_schema.validate);
+- **Diff** is the provider's plan: ForceNew, Computed and the SDK's nested-block rules of the
+  wrapped resource, row by row with their source lines (gcp_schema.diff);
+- **Create, Update, Delete and Invoke** go to a bare project (gcp_project.Project): only the
+  services Google enables by default are on until a `gcp:projects/service:Service` enables one; a
+  call to a disabled API, a Workload Identity member before its pool's cluster, a name that exists
+  (409), a pool on a reservation path the project does not hold, or on an unhealthy or full
+  sub-block, is refused with GCP's error;
+- **Read** returns what GKE reports (gcp_project.reported plus the placement GKE fills in), so a
+  refresh or the preview after `up` meets GKE's answers, not the program's inputs.
+
+The project lives in the JSON file `PROJECT_ENV` names (the engine starts this plugin anew for
+every command); without it, an in-memory project that starts bare for each command.
+
+What it still cannot show: IAM permissions and org policies, quotas and stockouts, the time an
+API takes to become usable after it is enabled, every server-side default and normalisation the
+tables do not list, the ~10 minutes a cluster takes (the engine's ordering, not timing, is what
+the dependency tests judge), and anything the TPU runtime does. The README lists these under
 "What only the real cloud can check".
 """
 
@@ -20,18 +33,29 @@ import functools
 import os
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from plan.engine import cloud_invoke, cloud_state
-from tests.standins.provider import StandInProvider, run
+import grpc
+from pulumi.runtime.proto import provider_pb2
 
-NODE_POOL = "gcp:container/nodePool:NodePool"
+from plan.engine import cloud_state
+from settings.capacity import node_pools
+from settings.model import StackConfig
+from tests.standins import gcp_project, gcp_schema
+from tests.standins.gcp_project import Project, SubBlock
+from tests.standins.provider import StandInProvider, resource_name, resource_type, run, to_dict, to_struct
+
+NODE_POOL = gcp_project.NODE_POOL
+CLUSTER = gcp_project.CLUSTER
+RESOURCE_POLICY = gcp_project.RESOURCE_POLICY
 
 # What GKE reports back on a TPU node pool that the program does not set, as the peers that
 # create these pools have seen it (vllm-project/ci-infra terraform/gcp_old/tpu-inference/k8s/
-# workers.tf, `worker_tpu`; magic-modules PR #17643 and cluster-toolkit PR #5691 for the
-# placement type). The values are illustrative; that GKE fills these fields in is the point.
+# workers.tf, `worker_tpu`). Of these only advancedMachineFeatures is neither Computed nor
+# updatable in the wrapped schema (gcp_schema: node_config.go), so left unignored it replaces
+# the pool; the rest are Computed and never diff.
 GKE_REPORTED_ON_TPU_POOLS: dict[str, Any] = {
     "advancedMachineFeatures": {"threadsPerCore": 1},  # GKE turns SMT off on TPU hosts
     "guestAccelerators": [],
@@ -39,19 +63,6 @@ GKE_REPORTED_ON_TPU_POOLS: dict[str, Any] = {
     "shieldedInstanceConfig": {"enableIntegrityMonitoring": True, "enableSecureBoot": False},
 }
 
-# In the wrapped resource (resource_container_node_pool.go) these fields are not Computed, so
-# a reported value the program leaves out reads as a change; and they force a new pool.
-TRACKED = {
-    NODE_POOL: frozenset({"nodeConfig.advancedMachineFeatures", "nodeConfig.guestAccelerators", "upgradeSettings"})
-}
-FORCE_NEW = {
-    NODE_POOL: frozenset(
-        {"placementPolicy", "nodeConfig.advancedMachineFeatures", "nodeConfig.machineType", "nodeConfig.imageType"}
-    )
-}
-
-
-CLUSTER = "gcp:container/cluster:Cluster"
 # The offline plan's endpoint is a documentation address (RFC 5737); a real engine would have
 # the Kubernetes provider dial it. This one is on loopback, where nothing listens on port 1, so
 # a test that reaches the Kubernetes half by mistake fails at once and sends nothing off the
@@ -61,6 +72,8 @@ LOOPBACK_ENDPOINT = "127.0.0.1:1"
 # then reports that API server's address and CA, as GKE reports its control plane's.
 ENDPOINT_ENV = "TPU_SLICING_STANDIN_GKE_ENDPOINT"
 CA_FILE_ENV = "TPU_SLICING_STANDIN_GKE_CA_FILE"
+# The bare project's state file (gcp_project.Project), shared by every command of one test.
+PROJECT_ENV = "TPU_SLICING_STANDIN_GCP_PROJECT"
 
 
 @functools.cache
@@ -81,6 +94,7 @@ def cluster_ca() -> str:
 
 
 def gke_state(token: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The id and state a create returns, before the project's read-back (`GcpProvider._read_back`)."""
     resource_id, state = cloud_state(token, name, inputs)
     if token == CLUSTER:
         ca_file = os.environ.get(CA_FILE_ENV)
@@ -88,11 +102,6 @@ def gke_state(token: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[
         ca = base64.b64encode(Path(ca_file).read_bytes()).decode() if ca_file else cluster_ca()
         state["masterAuth"] = {"clusterCaCertificate": ca}
     if token == NODE_POOL:
-        placement = dict(state.get("placementPolicy") or {})
-        if placement.get("policyName"):
-            placement["type"] = ""  # a workload policy: GKE stores no placement type
-        if placement:
-            state["placementPolicy"] = placement
         machine = str((state.get("nodeConfig") or {}).get("machineType", ""))
         if machine.startswith(("tpu7x-", "ct")):
             state["nodeConfig"] = {**GKE_REPORTED_ON_TPU_POOLS, **(state.get("nodeConfig") or {})}
@@ -100,8 +109,132 @@ def gke_state(token: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[
     return resource_id, state
 
 
-def provider() -> StandInProvider:
-    return StandInProvider("10.2.0", gke_state, cloud_invoke, tracked=TRACKED, force_new=FORCE_NEW)
+class GcpProvider(StandInProvider):
+    def __init__(self, project: Project) -> None:
+        super().__init__("10.2.0", gke_state)
+        self.project = project
+        module = gcp_schema.api_module_dir(download=True)
+        # Without the discovery documents (no Go here), only the provider's own checks apply.
+        self.enums = gcp_schema.load_enums(module) if module is not None else None
+
+    # --- plan
+
+    def Check(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC names
+        token = request.type or resource_type(request.urn)
+        if token not in gcp_schema.SCHEMA:
+            return provider_pb2.CheckResponse(inputs=request.news)
+        failures = [
+            provider_pb2.CheckFailure(property="", reason=problem)
+            for problem in gcp_schema.validate(token, to_dict(request.news), self.enums)
+        ]
+        return provider_pb2.CheckResponse(inputs=request.news, failures=failures)
+
+    def Diff(self, request: Any, context: Any) -> Any:  # noqa: N802
+        token = request.type or resource_type(request.urn)
+        if token not in gcp_schema.SCHEMA:
+            return super().Diff(request, context)
+        planned = gcp_schema.diff(token, to_dict(request.olds), to_dict(request.news), tuple(request.ignoreChanges))
+        if not planned.changed:
+            return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_NONE)
+        return provider_pb2.DiffResponse(
+            changes=provider_pb2.DiffResponse.DIFF_SOME, diffs=list(planned.changed), replaces=list(planned.replaces)
+        )
+
+    # --- the project
+
+    def _refused(self, context: Any, error: gcp_project.GcpError) -> None:
+        context.abort(grpc.StatusCode.UNKNOWN, str(error))
+        raise AssertionError("abort raises")
+
+    def _read_back(self, token: str, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The state as GKE reports it: the project's normalisation, and on a pool under a workload
+        policy the topology GKE reads back from that policy."""
+        found = self.project.reported(token, state)
+        placement = dict(found.get("placementPolicy") or {})
+        if token == NODE_POOL and placement.get("policyName"):
+            for record in self.project.resources.values():
+                policy = record.get("state") or {}
+                if record.get("token") == RESOURCE_POLICY and policy.get("name") == placement["policyName"]:
+                    topology = (policy.get("workloadPolicy") or {}).get("acceleratorTopology")
+                    if topology:
+                        placement["tpuTopology"] = topology
+            found["placementPolicy"] = placement
+        return found
+
+    def Create(self, request: Any, context: Any) -> Any:  # noqa: N802
+        if request.preview:
+            return provider_pb2.CreateResponse(properties=request.properties)
+        token = request.type or resource_type(request.urn)
+        inputs = to_dict(request.properties)
+        resource_id, state = gke_state(token, request.name or resource_name(request.urn), inputs)
+        error = self.project.try_create(token, inputs, state, resource_id)
+        if error is not None:
+            self._refused(context, error)
+        return provider_pb2.CreateResponse(id=resource_id, properties=to_struct(self._read_back(token, state)))
+
+    def Update(self, request: Any, context: Any) -> Any:  # noqa: N802
+        if request.preview:
+            return provider_pb2.UpdateResponse(properties=request.news)
+        token = request.type or resource_type(request.urn)
+        inputs = to_dict(request.news)
+        resource_id, state = gke_state(token, request.name or resource_name(request.urn), inputs)
+        self.project.updated(token, inputs, state, request.id or resource_id)
+        return provider_pb2.UpdateResponse(properties=to_struct(self._read_back(token, state)))
+
+    def Delete(self, request: Any, context: Any) -> Any:  # noqa: N802
+        token = request.type or resource_type(request.urn)
+        self.project.deleted(token, to_dict(request.properties))
+        return super().Delete(request, context)
+
+    def Read(self, request: Any, context: Any) -> Any:  # noqa: N802
+        token = request.type or resource_type(request.urn)
+        state = to_dict(request.properties)
+        if not self.project.exists(token, state):
+            return provider_pb2.ReadResponse(id="")  # gone: the engine drops it from the state
+        return provider_pb2.ReadResponse(
+            id=request.id, properties=to_struct(self._read_back(token, state)), inputs=request.inputs
+        )
+
+    def Invoke(self, request: Any, context: Any) -> Any:  # noqa: N802
+        args = to_dict(request.args)
+        error = self.project.refuse_invoke(request.tok, args)
+        if error is not None:
+            self._refused(context, error)
+        try:
+            answer = self.project.answer_invoke(request.tok, args)
+        except NotImplementedError as err:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, str(err))
+            raise AssertionError("abort raises") from err
+        return provider_pb2.InvokeResponse(**{"return": to_struct(answer)})
+
+
+def prepare(path: Path, config: StackConfig) -> Project:
+    """A bare project holding what a stack's owner has before the first `pulumi up`: the stack's
+    reservation (every sub-block it names healthy and free, or a block with room for its pools) and
+    the model-weights bucket with uniform bucket-level access. Nothing is enabled or created."""
+    project = Project.at(path, project_id=config.project)
+    if config.reservation is not None:
+        reservation = config.reservation
+        hosts = _hosts_per_pool(config)
+        base = f"projects/{reservation.project or config.project}/reservations/{reservation.name}"
+        block = reservation.block or "block-0"
+        subs = list(reservation.sub_blocks or [])
+        sub_blocks = {sub: SubBlock(hosts) for sub in subs} or {
+            "sub-block-0": SubBlock(hosts * len(config.pool_keys()))
+        }
+        project.declare_reservation(base, zone=config.zone, sub_blocks={block: sub_blocks})
+    if config.serving.model.weights_bucket:
+        project.declare_bucket(config.serving.model.weights_bucket)
+    return project
+
+
+def _hosts_per_pool(config: StackConfig) -> int:
+    return node_pools(config).nodes_per_pool
+
+
+def provider() -> GcpProvider:
+    path = os.environ.get(PROJECT_ENV)
+    return GcpProvider(Project.at(Path(path) if path else None))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,952 @@
+"""A bare Google Cloud project for the stand-in GCP provider: it refuses what GCP refuses.
+
+The stand-in provider (tests/standins/gcp_provider.py) accepts everything. This model says, for
+one project, which creates and invokes the real APIs would refuse, and with which error, as the
+bridged Terraform provider surfaces it (`googleapi: Error <code>: <message>, <reason>`). It is a
+plain class: the provider wires it in (call `refuse_*` before answering, `created`/`updated`/
+`deleted` after, `reported` on Read). Every rule is in a table below with its upstream source.
+
+State is a JSON file, because the engine starts the provider anew for every `pulumi` command
+(`up`, then `preview`, then `destroy`): every public method loads it, acts and saves it, under an
+exclusive `fcntl.flock` on a sidecar `.lock` file, since the engine calls Create from threads.
+`Project.at(None)` is the same project in memory only.
+
+API (all tokens are Pulumi tokens, all inputs camelCase as the engine sends them):
+
+    Project.at(path: Path | None, project_id=..., number=...) -> Project   # bare if the file is new
+    refuse_create(token, inputs) -> GcpError | None    # records the refusal it returns
+    try_create(token, inputs, state, resource_id=None) -> GcpError | None   # check + created(), one lock
+    created(token, inputs, state, resource_id=None)    # the create succeeded: remember the resource
+    updated(token, inputs, state, resource_id=None)    # same record, new state
+    deleted(token, state)                               # forget it (a Service with disableOnDestroy=false stays on)
+    reported(token, state) -> dict                     # what Read returns: the state as GCP reports it
+    exists(token, state) -> bool                       # the resource is still in the project
+    refuse_invoke(token, args) -> GcpError | None
+    answer_invoke(token, args) -> dict                 # plan.engine.cloud_invoke with this project's facts
+    declare_reservation(path, zone=..., sub_blocks={block: {sub_block: SubBlock(...)}})
+    declare_bucket(name, project=None)                 # a bucket that exists outside the stack
+    enable(service) / enabled(service) -> bool
+    services, enabled_order, refusals, resources       # read-only views for assertions
+
+Rules (each table names its source):
+    SERVICE_OF_TOKEN / SERVICE_OF_INVOKE: the API a call needs, from the provider's base path.
+    DEFAULT_SERVICES: what a new project has on.
+    IDENTITY: the name a create collides on (409).
+    RULES: the order refuse_create checks them in, with their sources.
+
+What it does not model: IAM permissions, quotas, propagation delays (an API enabled a moment ago
+can still answer SERVICE_DISABLED), org policies, field validation, and the consumer project of
+the credentials (it treats every call as billed to this project). The provider's Read of a
+gcp:projects/service:Service also calls Cloud Resource Manager's projects.get
+(resource_google_project_service.go, `resourceGoogleProjectServiceRead`); that call is billed to
+the credentials' project, so it is not refused here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plan.engine import PLACEHOLDER_PROJECT_NUMBER, cloud_invoke
+
+FORMAT = 1
+DEFAULT_PROJECT = "example-tpu-project"  # the committed stacks' project
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+NETWORK = "gcp:compute/network:Network"
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+PREVIEW_FEATURE = "gcp:compute/previewFeature:PreviewFeature"
+SERVICE = "gcp:projects/service:Service"
+PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+ACCOUNT_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+GET_ENGINE_VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+GET_BUCKET = "gcp:storage/getBucket:getBucket"
+
+CONTAINER = "container.googleapis.com"
+COMPUTE = "compute.googleapis.com"
+IAM = "iam.googleapis.com"
+RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
+MONITORING = "monitoring.googleapis.com"
+STORAGE = "storage.googleapis.com"
+SERVICE_USAGE = "serviceusage.googleapis.com"
+
+# Where each resource's API calls go: the provider's base path of the service that implements it.
+# Source: terraform-provider-google-beta google-beta/transport/config.go, `DefaultBasePaths`
+# (ContainerBasePathKey https://container.googleapis.com/, ComputeBasePathKey compute..., IAMBasePathKey
+# iam..., ResourceManagerBasePathKey cloudresourcemanager... (project IAM: getIamPolicy/setIamPolicy on
+# projects), MonitoringBasePathKey monitoring..., StorageBasePathKey storage.googleapis.com/storage/v1,
+# ServiceUsageBasePathKey serviceusage...); a Service is enabled through serviceusage
+# (google-beta/services/resourcemanager/resource_google_project_service.go, `BatchRequestEnableService`).
+SERVICE_OF_TOKEN: dict[str, str] = {
+    CLUSTER: CONTAINER,
+    NODE_POOL: CONTAINER,
+    NETWORK: COMPUTE,
+    SUBNETWORK: COMPUTE,
+    FIREWALL: COMPUTE,
+    RESOURCE_POLICY: COMPUTE,
+    PREVIEW_FEATURE: COMPUTE,
+    ACCOUNT: IAM,
+    ACCOUNT_IAM_MEMBER: IAM,  # serviceAccounts.getIamPolicy/setIamPolicy
+    PROJECT_IAM_MEMBER: RESOURCE_MANAGER,
+    DASHBOARD: MONITORING,
+    BUCKET: STORAGE,
+    BUCKET_IAM_MEMBER: STORAGE,
+    SERVICE: SERVICE_USAGE,
+}
+# getEngineVersions is GKE's GetServerConfig (container, data_source_google_container_engine_versions.go);
+# getProject reads projects.get of Cloud Resource Manager (data_source_google_project.go).
+SERVICE_OF_INVOKE: dict[str, str] = {
+    GET_ENGINE_VERSIONS: CONTAINER,
+    GET_PROJECT: RESOURCE_MANAGER,
+    GET_BUCKET: STORAGE,
+}
+
+# What a project created with the console or gcloud has on. Source: Google Cloud, "Enabled services",
+# section "Services enabled by default", https://cloud.google.com/service-usage/docs/enabled-service#default
+# (Cloud Storage = storage-component, Cloud Storage API = storage, Google Cloud Storage JSON API =
+# storage-api; Cloud Logging and Cloud Monitoring are on too). Neither container, compute, iam nor
+# cloudresourcemanager is.
+DEFAULT_SERVICES: tuple[str, ...] = (
+    "analyticshub.googleapis.com",
+    "bigquery.googleapis.com",
+    "bigqueryconnection.googleapis.com",
+    "bigquerydatapolicy.googleapis.com",
+    "bigquerydatatransfer.googleapis.com",
+    "bigquerymigration.googleapis.com",
+    "bigqueryreservation.googleapis.com",
+    "bigquerystorage.googleapis.com",
+    "cloudapis.googleapis.com",
+    "cloudtrace.googleapis.com",
+    "dataform.googleapis.com",
+    "dataplex.googleapis.com",
+    "datastore.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "servicemanagement.googleapis.com",
+    "serviceusage.googleapis.com",
+    "sql-component.googleapis.com",
+    "storage-api.googleapis.com",
+    "storage-component.googleapis.com",
+    "storage.googleapis.com",
+)
+# Names that reach the same API: storage.googleapis.com is the newer name of the JSON API.
+ALIASES: dict[str, tuple[str, ...]] = {STORAGE: ("storage-api.googleapis.com",)}
+# What enabling a service turns on besides itself (GCP enables dependencies, e.g. cloudfunctions
+# enables pubsub and storage: xebia.com/blog/how-to-find-google-cloud-platform-services-dependencies).
+# Empty until a dependency list is cited; the program enables each API it needs itself.
+DEPENDENCIES: dict[str, tuple[str, ...]] = {}
+
+# The title the 403 names. Source: the texts in banzaicloud/cloudinfo#378 (Kubernetes Engine API),
+# appvia/kore#286 (Cloud Resource Manager API), openshift/installer#2187 (IAM API), exekube/exekube#90
+# (Service Usage API).
+SERVICE_TITLES: dict[str, str] = {
+    CONTAINER: "Kubernetes Engine API",
+    COMPUTE: "Compute Engine API",
+    IAM: "Identity and Access Management (IAM) API",
+    RESOURCE_MANAGER: "Cloud Resource Manager API",
+    MONITORING: "Cloud Monitoring API",
+    STORAGE: "Cloud Storage API",
+    SERVICE_USAGE: "Service Usage API",
+    "file.googleapis.com": "Cloud Filestore API",
+    "networkservices.googleapis.com": "Network Services API",
+    "logging.googleapis.com": "Cloud Logging API",
+}
+
+# Resources a bare project gets when Compute Engine is enabled: the auto-mode `default` network and
+# its four firewall rules (Google Cloud VPC docs, "Default network"; a create of `default` then
+# fails with 409, as in GoogleCloudPlatform/magic-modules#6901).
+DEFAULT_NETWORK = "default"
+DEFAULT_FIREWALLS = ("default-allow-internal", "default-allow-ssh", "default-allow-rdp", "default-allow-icmp")
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+HEALTHY = "HEALTHY"
+
+
+@dataclass(frozen=True)
+class GcpError:
+    """A refusal as the provider surfaces it: `message` is the text the engine would show."""
+
+    code: int  # HTTP status
+    status: str  # google.rpc code name: PERMISSION_DENIED, ALREADY_EXISTS, NOT_FOUND, ...
+    reason: str  # the googleapi reason: accessNotConfigured, alreadyExists, notFound, badRequest, ...
+    message: str
+    rule: str  # the RULES entry that refused
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def googleapi(code: int, detail: str, reason: str, prefix: str = "") -> str:
+    # google.golang.org/api/googleapi Error.Error(): "googleapi: Error <code>: <message>, <reason>".
+    return f"{prefix}googleapi: Error {code}: {detail}, {reason}"
+
+
+@dataclass(frozen=True)
+class SubBlock:
+    """One reservation sub-block, with the fields `gcloud beta compute reservations sub-blocks list`
+    returns and xpk reads (AI-Hypercomputer/xpk src/xpk/core/reservation.py, `list_healthy_sub_blocks`:
+    name, count, inUseCount, healthInfo.healthStatus=HEALTHY)."""
+
+    count: int
+    in_use_count: int = 0
+    health: str = HEALTHY
+
+    def as_json(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "count": self.count,
+            "inUseCount": self.in_use_count,
+            "healthInfo": {"healthStatus": self.health},
+        }
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    source: str
+
+
+# The order refuse_create checks in, as the API would: the service first, then what the call names.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "api-disabled",
+        "terraform-provider-google-beta google-beta/transport/config.go DefaultBasePaths; Google Cloud "
+        "'Enabled services' (services enabled by default); message and reason from banzaicloud/cloudinfo#378 "
+        "and terraform-google-modules/terraform-example-foundation#1133 (ErrorInfo reason SERVICE_DISABLED)",
+    ),
+    Rule(
+        "already-exists",
+        "GKE: hashicorp/terraform-provider-google#7851 form, cilium/cilium#25918 (cluster), "
+        "terraform-google-modules/terraform-google-kubernetes-engine#367 (node pool); compute: "
+        "ContainerSolutions/terraform-mesos#53 (network), GoogleCloudPlatform/terraform-dynamic-python-webapp#60 "
+        "(subnetwork); IAM: GoogleCloudPlatform/marketing-analytics-jumpstart#200; GCS: gitpod-io/gitpod#15578, "
+        "GoogleCloudPlatform/gsutil#59 (name taken elsewhere)",
+    ),
+    Rule(
+        "cluster-not-found",
+        "hashicorp/terraform-provider-google#12472 and #7851: 'error creating NodePool: googleapi: Error 404: "
+        "Not found: projects/P/locations/L/clusters/C., notFound'",
+    ),
+    Rule(
+        "placement-policy-not-found",
+        "GKE docs (TPU7x: --placement-policy names a workload policy of the pool's region); wording ours, "
+        "no upstream text seen",
+    ),
+    Rule(
+        "reservation-not-found",
+        "GoogleCloudPlatform/cluster-toolkit#5043: 'googleapi: Error 404: Google Compute Engine: reservation "
+        '"R/reservationBlocks/B" not found for node pool "NP" at zone "Z".\'; path grammar from xpk '
+        "src/xpk/core/reservation.py `_try_parse_reservation`",
+    ),
+    Rule(
+        "sub-block-unhealthy",
+        "xpk src/xpk/core/reservation.py `list_healthy_sub_blocks` (only healthInfo.healthStatus=HEALTHY "
+        "sub-blocks are usable); wording ours",
+    ),
+    Rule(
+        "reservation-insufficient",
+        "GoogleCloudPlatform/gsutil#1000: 'code=429, message=Reservation does not have enough resources for the "
+        'request: specific reservation "R" is insufficient for node pool "NP" at zone "Z": required N and '
+        "short of M VM count of machine type T.'; free = count - inUseCount as xpk src/xpk/core/capacity.py "
+        "`_assess_healthy_and_fitting_sub_blocks_in_block` counts it",
+    ),
+    Rule(
+        "bucket-not-found",
+        "googleapis/google-cloud-dotnet#2421 (a wrong bucket name is a 404, notFound); the text 'The specified "
+        "bucket does not exist.' is GCS's usual one, not seen verbatim in an issue here",
+    ),
+    Rule(
+        "identity-pool-missing",
+        "terraform-google-modules/terraform-google-kubernetes-engine#916, googleforgames/global-multiplayer-demo#39, "
+        "google/kctf#193: the pool <project>.svc.id.goog exists once a cluster with Workload Identity does; the "
+        "principal:// form names the same pool (same message assumed: only the serviceAccount: form's text seen)",
+    ),
+)
+RULE_NAMES = tuple(r.name for r in RULES)
+
+# --- identities (rule already-exists): what a create collides on, and how each API words the 409.
+
+
+def _project(inputs: Mapping[str, Any], default: str) -> str:
+    return str(inputs.get("project") or default)
+
+
+def _last(value: Any) -> str:
+    return str(value or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def region_of(location: str) -> str:
+    """us-central1 for us-central1, us-central1-ai1a and us-central1-a."""
+    parts = location.split("-")
+    return "-".join(parts[:2]) if len(parts) > 2 else location
+
+
+Identity = Callable[["Project", Mapping[str, Any]], str | None]
+
+
+def _cluster_identity(p: Project, i: Mapping[str, Any]) -> str:
+    return f"projects/{_project(i, p.project_id)}/locations/{i.get('location')}/clusters/{i.get('name')}"
+
+
+def _pool_identity(p: Project, i: Mapping[str, Any]) -> str:
+    return f"{p.cluster_path(i)}/nodePools/{i.get('name')}"
+
+
+def _account_email(p: Project, i: Mapping[str, Any]) -> str:
+    project = _project(i, p.project_id)
+    return f"{i.get('accountId')}@{project}.iam.gserviceaccount.com"
+
+
+IDENTITY: dict[str, Identity] = {
+    CLUSTER: _cluster_identity,
+    NODE_POOL: _pool_identity,
+    NETWORK: lambda p, i: f"projects/{_project(i, p.project_id)}/global/networks/{i.get('name')}",
+    SUBNETWORK: lambda p, i: (
+        f"projects/{_project(i, p.project_id)}/regions/{i.get('region')}/subnetworks/{i.get('name')}"
+    ),
+    FIREWALL: lambda p, i: f"projects/{_project(i, p.project_id)}/global/firewalls/{i.get('name')}",
+    RESOURCE_POLICY: lambda p, i: (
+        f"projects/{_project(i, p.project_id)}/regions/{i.get('region')}/resourcePolicies/{i.get('name')}"
+    ),
+    ACCOUNT: lambda p, i: f"projects/{_project(i, p.project_id)}/serviceAccounts/{_account_email(p, i)}",
+    BUCKET: lambda p, i: f"b/{i.get('name')}",  # global namespace
+    SERVICE: lambda p, i: f"projects/{_project(i, p.project_id)}/services/{i.get('service')}",
+    # Dashboards get a server-side id; IAM members and preview features are idempotent writes.
+}
+# Creates whose identity may already exist without a 409 (enabling an enabled API succeeds:
+# resource_google_project_service.go checks the enabled list first).
+IDEMPOTENT = frozenset({SERVICE})
+
+# The provider's own prefix on errors, where an issue shows it (same sources as already-exists).
+PROVIDER_PREFIX: dict[str, str] = {
+    NODE_POOL: "error creating NodePool: ",
+    NETWORK: "Error creating Network: ",
+    SUBNETWORK: "Error creating Subnetwork: ",
+    FIREWALL: "Error creating Firewall: ",
+    RESOURCE_POLICY: "Error creating ResourcePolicy: ",
+    ACCOUNT: "Error creating service account: ",
+}
+
+
+def _already_exists(data: Mapping[str, Any], token: str, identity: str, inputs: Mapping[str, Any]) -> GcpError:
+    prefix = PROVIDER_PREFIX.get(token, "")
+    if token in {CLUSTER, NODE_POOL}:
+        detail, reason = f"Already exists: {identity}.", "alreadyExists"
+    elif token == ACCOUNT:
+        project = _project(inputs, data["projectId"])
+        detail = f"Service account {inputs.get('accountId')} already exists within project projects/{project}."
+        reason = "alreadyExists"
+    elif token == BUCKET:
+        owner = (data["resources"].get(f"{token} {identity}") or {}).get("project")
+        if owner in (None, _project(inputs, data["projectId"])):
+            detail = "Your previous request to create the named bucket succeeded and you already own it."
+        else:
+            detail = (
+                "The requested bucket name is not available. The bucket namespace is shared by all users of the "
+                "system. Please select a different name and try again."
+            )
+        reason = "conflict"
+    else:  # compute
+        detail, reason = f"The resource '{identity}' already exists", "alreadyExists"
+    return GcpError(409, "ALREADY_EXISTS", reason, googleapi(409, detail, reason, prefix), "already-exists")
+
+
+# --- Workload Identity (rule identity-pool-missing)
+
+_WI_SERVICE_ACCOUNT = re.compile(r"^serviceAccount:(?P<pool>[^\[]+\.svc\.id\.goog)\[[^/\]]+/[^\]]+\]$")
+_WI_PRINCIPAL = re.compile(
+    r"^principal(Set)?://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/(?P<pool>[^/]+\.svc\.id\.goog)/"
+)
+IAM_MEMBER_TOKENS = frozenset({PROJECT_IAM_MEMBER, ACCOUNT_IAM_MEMBER, BUCKET_IAM_MEMBER})
+
+
+def workload_pool_of(member: str) -> str | None:
+    """The GKE workload identity pool a member names, e.g. `p.svc.id.goog`, or None."""
+    found = _WI_SERVICE_ACCOUNT.match(member) or _WI_PRINCIPAL.match(member)
+    return found.group("pool") if found else None
+
+
+# --- reservations (rules reservation-*)
+
+_RESERVATION = re.compile(
+    r"^(?:projects/(?P<project>[^/]+)/reservations/)?(?P<name>[^/]+)"
+    r"(?:/reservationBlocks/(?P<block>[^/]+)(?:/reservationSubBlocks/(?P<sub>[^/]+))?)?$"
+)
+
+
+# --- Read (reported): what GKE returns for fields it normalises. Extend per token here.
+
+
+def _report_node_pool(state: dict[str, Any]) -> dict[str, Any]:
+    placement = dict(state.get("placementPolicy") or {})
+    if placement.get("policyName"):
+        placement["type"] = ""  # a workload policy: GKE stores no placement type
+        placement.pop("tpuTopology", None)
+    elif placement.get("type") == "COMPACT" and placement.get("tpuTopology"):
+        placement["tpuTopology"] = str(placement["tpuTopology"])  # read back as sent
+    if placement:
+        state["placementPolicy"] = placement
+    return state
+
+
+READ_BACK: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {NODE_POOL: _report_node_pool}
+
+
+def _empty(project_id: str, number: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "projectId": project_id,
+        "number": number,
+        "services": list(DEFAULT_SERVICES),
+        "enabledOrder": [],
+        "resources": {},
+        "ids": {},
+        "reservations": {},
+        "refusals": [],
+    }
+
+
+class Project:
+    """One project's services, resources and reservations; see the module docstring."""
+
+    def __init__(self, path: Path | None, project_id: str = DEFAULT_PROJECT, number: str = PLACEHOLDER_PROJECT_NUMBER):
+        self.path = path
+        self._memory = _empty(project_id, number)
+        self._data = self._memory
+        self._thread_lock = threading.RLock()
+        if path is not None:
+            with self._locked():
+                pass  # creates the file as a bare project if it is new
+
+    @classmethod
+    def at(
+        cls, path: Path | None, project_id: str = DEFAULT_PROJECT, number: str = PLACEHOLDER_PROJECT_NUMBER
+    ) -> Project:
+        return cls(Path(path) if path is not None else None, project_id, number)
+
+    # --- persistence
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        with self._thread_lock:
+            if self.path is None:
+                yield self._memory
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock_path = self.path.with_name(self.path.name + ".lock")
+            with open(lock_path, "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    if self.path.exists() and self.path.stat().st_size:
+                        self._data = json.loads(self.path.read_text())
+                    else:
+                        self._data = _empty(self._memory["projectId"], self._memory["number"])
+                    yield self._data
+                    self._write(self._data)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self.path is not None
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+        os.replace(tmp, self.path)
+
+    def _snapshot(self) -> dict[str, Any]:
+        with self._locked() as data:
+            return copy.deepcopy(data)
+
+    # --- read-only views
+
+    @property
+    def project_id(self) -> str:
+        return str(self._data["projectId"])
+
+    @property
+    def number(self) -> str:
+        return str(self._data["number"])
+
+    @property
+    def services(self) -> frozenset[str]:
+        return frozenset(self._snapshot()["services"])
+
+    @property
+    def enabled_order(self) -> list[str]:
+        """Services enabled through gcp:projects/service:Service, in order (defaults not included)."""
+        return list(self._snapshot()["enabledOrder"])
+
+    @property
+    def refusals(self) -> list[dict[str, Any]]:
+        """Every refused call: token, rule, code, message."""
+        return list(self._snapshot()["refusals"])
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        """Existing resources by `"<token> <identity>"`: token, identity, id, project, state."""
+        return dict(self._snapshot()["resources"])
+
+    @staticmethod
+    def _key(token: str, identity: str) -> str:
+        return f"{token} {identity}"
+
+    # --- services
+
+    def enabled(self, service: str) -> bool:
+        with self._locked() as data:
+            return self._is_on(data, service)
+
+    @staticmethod
+    def _is_on(data: Mapping[str, Any], service: str) -> bool:
+        return any(s in data["services"] for s in (service, *ALIASES.get(service, ())))
+
+    def enable(self, service: str) -> None:
+        with self._locked() as data:
+            self._enable(data, service)
+
+    def _enable(self, data: dict[str, Any], service: str) -> None:
+        for name in (service, *DEPENDENCIES.get(service, ())):
+            if name in data["services"]:
+                continue
+            data["services"].append(name)
+            data["enabledOrder"].append(name)
+            if name == COMPUTE:
+                self._add_default_network(data)
+
+    def _add_default_network(self, data: dict[str, Any]) -> None:
+        project = data["projectId"]
+        network = f"projects/{project}/global/networks/{DEFAULT_NETWORK}"
+        data["resources"][self._key(NETWORK, network)] = {
+            "token": NETWORK,
+            "identity": network,
+            "id": network,
+            "project": project,
+            "state": {"name": DEFAULT_NETWORK, "autoCreateSubnetworks": True, "project": project},
+        }
+        for name in DEFAULT_FIREWALLS:
+            rule = f"projects/{project}/global/firewalls/{name}"
+            data["resources"][self._key(FIREWALL, rule)] = {
+                "token": FIREWALL,
+                "identity": rule,
+                "id": rule,
+                "project": project,
+                "state": {"name": name, "network": network, "project": project},
+            }
+
+    # --- what the test declares
+
+    def declare_reservation(
+        self,
+        path: str,
+        *,
+        zone: str,
+        sub_blocks: Mapping[str, Mapping[str, SubBlock]] | None = None,
+        count: int | None = None,
+        in_use_count: int = 0,
+    ) -> None:
+        """A READY reservation `projects/P/reservations/R` in `zone`, with blocks of sub-blocks
+        (`{"block-0": {"sub-block-0": SubBlock(16)}}`); `count` defaults to the sub-blocks' total."""
+        found = _RESERVATION.match(path)
+        if not found or found.group("block"):
+            raise ValueError(f"declare a reservation by its path projects/P/reservations/R, not {path!r}")
+        project = found.group("project") or self.project_id
+        blocks: dict[str, Any] = {}
+        for block, subs in (sub_blocks or {}).items():
+            blocks[block] = {
+                "name": block,
+                "count": sum(s.count for s in subs.values()),
+                "inUseCount": sum(s.in_use_count for s in subs.values()),
+                "subBlocks": {name: sub.as_json(name) for name, sub in subs.items()},
+            }
+        total = count if count is not None else sum(b["count"] for b in blocks.values())
+        with self._locked() as data:
+            data["reservations"][f"projects/{project}/reservations/{found.group('name')}"] = {
+                "name": found.group("name"),
+                "zone": zone,
+                "status": "READY",
+                "deploymentType": "DENSE",
+                "specificReservation": {"count": total, "inUseCount": in_use_count},
+                "blocks": blocks,
+                "consumers": {},  # node pool identity -> (path, hosts)
+            }
+
+    def declare_bucket(self, name: str, project: str | None = None, *, uniform_access: bool = True) -> None:
+        """A bucket that exists outside the stack (e.g. the model weights), owned by `project`, with
+        uniform bucket-level access on or off (`uniformBucketLevelAccess`, storage/v1 Bucket.iamConfiguration)."""
+        with self._locked() as data:
+            identity = f"b/{name}"
+            owner = project or data["projectId"]
+            data["resources"][self._key(BUCKET, identity)] = {
+                "token": BUCKET,
+                "identity": identity,
+                "id": name,
+                "project": owner,
+                "state": {"name": name, "project": owner, "uniformBucketLevelAccess": uniform_access},
+                "declared": True,
+            }
+
+    # --- references
+
+    def cluster_path(self, inputs: Mapping[str, Any]) -> str:
+        """The cluster a node pool names: a full path, a recorded resource id, or a bare name."""
+        ref = str(inputs.get("cluster") or "")
+        if ref.startswith("projects/"):
+            return ref
+        known = self._data["ids"].get(f"{CLUSTER} {ref}")
+        if known:
+            return str(known)
+        return f"projects/{_project(inputs, self.project_id)}/locations/{inputs.get('location')}/clusters/{_last(ref)}"
+
+    def identity(self, token: str, inputs: Mapping[str, Any]) -> str | None:
+        make = IDENTITY.get(token)
+        return make(self, inputs) if make else None
+
+    # --- refusals
+
+    def refuse_create(self, token: str, inputs: Mapping[str, Any]) -> GcpError | None:
+        with self._locked() as data:
+            return self._refuse_create(data, token, inputs)
+
+    def try_create(
+        self, token: str, inputs: Mapping[str, Any], state: Mapping[str, Any], resource_id: str | None = None
+    ) -> GcpError | None:
+        """refuse_create and, when nothing refuses, created(), under one lock (no race between them)."""
+        with self._locked() as data:
+            error = self._refuse_create(data, token, inputs)
+            if error is None:
+                self._created(data, token, inputs, state, resource_id)
+            return error
+
+    def _refuse_create(self, data: dict[str, Any], token: str, inputs: Mapping[str, Any]) -> GcpError | None:
+        error = (
+            self._api_disabled(data, SERVICE_OF_TOKEN.get(token), token)
+            or self._duplicate(data, token, inputs)
+            or self._missing_reference(data, token, inputs)
+            or self._pool_identity_missing(data, token, inputs)
+        )
+        if error is not None:
+            data["refusals"].append({"token": token, "rule": error.rule, "code": error.code, "message": error.message})
+        return error
+
+    def refuse_invoke(self, token: str, args: Mapping[str, Any]) -> GcpError | None:
+        with self._locked() as data:
+            error = self._api_disabled(data, SERVICE_OF_INVOKE.get(token), token)
+            if error is None and token == GET_BUCKET and not self._bucket_exists(data, str(args.get("name") or "")):
+                error = _bucket_not_found()
+            if error is not None:
+                data["refusals"].append(
+                    {"token": token, "rule": error.rule, "code": error.code, "message": error.message}
+                )
+            return error
+
+    def _api_disabled(self, data: dict[str, Any], service: str | None, token: str) -> GcpError | None:
+        if service is None or self._is_on(data, service):
+            return None
+        number = data["number"]
+        title = SERVICE_TITLES.get(service, service)
+        detail = (
+            f"{title} has not been used in project {number} before or it is disabled. Enable it by visiting "
+            f"https://console.developers.google.com/apis/api/{service}/overview?project={number} then retry. "
+            "If you enabled this API recently, wait a few minutes for the action to propagate to our systems and "
+            "retry.\nDetails:\n"
+            + json.dumps(
+                [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "domain": "googleapis.com",
+                        "metadata": {"consumer": f"projects/{number}", "service": service},
+                        "reason": "SERVICE_DISABLED",
+                    }
+                ],
+                indent=2,
+            )
+            + "\n"
+        )
+        prefix = PROVIDER_PREFIX.get(token, "")
+        return GcpError(
+            403,
+            "PERMISSION_DENIED",
+            "accessNotConfigured",
+            googleapi(403, detail, "accessNotConfigured", prefix),
+            "api-disabled",
+        )
+
+    def _duplicate(self, data: dict[str, Any], token: str, inputs: Mapping[str, Any]) -> GcpError | None:
+        identity = self.identity(token, inputs)
+        if identity is None or token in IDEMPOTENT or self._key(token, identity) not in data["resources"]:
+            return None
+        return _already_exists(data, token, identity, inputs)
+
+    def _missing_reference(self, data: dict[str, Any], token: str, inputs: Mapping[str, Any]) -> GcpError | None:
+        if token == NODE_POOL:
+            return self._pool_references(data, inputs)
+        if token == BUCKET_IAM_MEMBER and not self._bucket_exists(data, _last(inputs.get("bucket"))):
+            return _bucket_not_found()
+        return None
+
+    def _pool_references(self, data: dict[str, Any], inputs: Mapping[str, Any]) -> GcpError | None:
+        prefix = PROVIDER_PREFIX[NODE_POOL]
+        cluster = self.cluster_path(inputs)
+        if self._key(CLUSTER, cluster) not in data["resources"]:
+            detail = f"Not found: {cluster}."
+            return GcpError(
+                404, "NOT_FOUND", "notFound", googleapi(404, detail, "notFound", prefix), "cluster-not-found"
+            )
+        policy = (inputs.get("placementPolicy") or {}).get("policyName")
+        if policy:
+            location = str(inputs.get("location") or cluster.split("/locations/")[1].split("/")[0])
+            region = region_of(location)
+            path = f"projects/{_project(inputs, self.project_id)}/regions/{region}/resourcePolicies/{_last(policy)}"
+            if self._key(RESOURCE_POLICY, path) not in data["resources"]:
+                detail = f"Resource policy {path} was not found."  # wording ours
+                return GcpError(
+                    404,
+                    "NOT_FOUND",
+                    "notFound",
+                    googleapi(404, detail, "notFound", prefix),
+                    "placement-policy-not-found",
+                )
+        return self._reservation_refusal(data, inputs)
+
+    def _reservation_refusal(self, data: dict[str, Any], inputs: Mapping[str, Any]) -> GcpError | None:
+        node_config = inputs.get("nodeConfig") or {}
+        affinity = node_config.get("reservationAffinity") or {}
+        if affinity.get("consumeReservationType") != "SPECIFIC_RESERVATION":
+            return None
+        prefix = PROVIDER_PREFIX[NODE_POOL]
+        pool = str(inputs.get("name"))
+        zones = [str(z) for z in inputs.get("nodeLocations") or []]
+        zone = zones[0] if zones else str(inputs.get("location"))
+        values = [str(v) for v in affinity.get("values") or []]
+        where = f'for node pool "{pool}" at zone "{zone}"'
+        located = self._locate(data, affinity, values, [*zones, zone])
+        if located is None:
+            shown = (",".join(values) or "<none>").split("/reservations/", 1)[-1]
+            detail = f'Google Compute Engine: reservation "{shown}" not found {where}.'
+            return GcpError(
+                404, "NOT_FOUND", "notFound", googleapi(404, detail, "notFound", prefix), "reservation-not-found"
+            )
+        free, shown = located
+        if free is None:  # an unhealthy sub-block
+            detail = f'Google Compute Engine: reservation "{shown}" is not healthy {where}.'  # wording ours
+            reason = "failedPrecondition"
+            return GcpError(
+                400, "FAILED_PRECONDITION", reason, googleapi(400, detail, reason, prefix), "sub-block-unhealthy"
+            )
+        wanted = int(inputs.get("nodeCount") or inputs.get("initialNodeCount") or 0)
+        if free >= wanted:
+            return None
+        detail = (
+            f'Reservation does not have enough resources for the request: specific reservation "{shown}" is '
+            f"insufficient {where}: required {wanted} and short of {wanted - free} VM count of machine type "
+            f"{node_config.get('machineType', '')}."
+        )
+        reason = "rateLimitExceeded"
+        return GcpError(
+            429, "RESOURCE_EXHAUSTED", reason, googleapi(429, detail, reason, prefix), "reservation-insufficient"
+        )
+
+    def _locate(
+        self, data: Mapping[str, Any], affinity: Mapping[str, Any], values: list[str], zones: list[str]
+    ) -> tuple[int | None, str] | None:
+        """(free hosts or None when unhealthy, path as GCE shows it) where the pool points; None: nowhere."""
+        found = _RESERVATION.match(values[0]) if len(values) == 1 else None
+        if affinity.get("key") != RESERVATION_KEY or found is None:
+            return None
+        path = f"projects/{found.group('project') or data['projectId']}/reservations/{found.group('name')}"
+        reservation = data["reservations"].get(path)
+        if reservation is None or reservation.get("zone") not in zones:
+            return None
+        return self._free(reservation, found.group("block"), found.group("sub"))
+
+    @staticmethod
+    def _free(reservation: Mapping[str, Any], block: str | None, sub: str | None) -> tuple[int | None, str] | None:
+        """Free hosts where the path points (healthy sub-blocks only; None when the sub-block is
+        unhealthy) and the path as GCE shows it, or None if the path points nowhere."""
+        name = str(reservation["name"])
+        if block is None:
+            spec = reservation["specificReservation"]
+            return int(spec["count"]) - int(spec["inUseCount"]), name
+        found = reservation["blocks"].get(block)
+        if found is None:
+            return None
+        subs = found["subBlocks"]
+        if sub is None:
+            healthy = [s for s in subs.values() if s["healthInfo"]["healthStatus"] == HEALTHY]
+            return sum(int(s["count"]) - int(s["inUseCount"]) for s in healthy), f"{name}/reservationBlocks/{block}"
+        one = subs.get(sub)
+        if one is None:
+            return None
+        shown = f"{name}/reservationBlocks/{block}/reservationSubBlocks/{sub}"
+        if one["healthInfo"]["healthStatus"] != HEALTHY:
+            return None, shown
+        return int(one["count"]) - int(one["inUseCount"]), shown
+
+    def _pool_identity_missing(self, data: dict[str, Any], token: str, inputs: Mapping[str, Any]) -> GcpError | None:
+        if token not in IAM_MEMBER_TOKENS:
+            return None
+        pool = workload_pool_of(str(inputs.get("member") or ""))
+        if pool is None or pool in self._workload_pools(data):
+            return None
+        detail = (
+            f"Identity Pool does not exist ({pool}). Please check that you specified a valid resource name as "
+            "returned in the `name` attribute in the configuration API."
+        )
+        return GcpError(400, "BAD_REQUEST", "badRequest", googleapi(400, detail, "badRequest"), "identity-pool-missing")
+
+    @staticmethod
+    def _workload_pools(data: Mapping[str, Any]) -> set[str]:
+        return {
+            str(pool)
+            for r in data["resources"].values()
+            if r["token"] == CLUSTER
+            and (pool := ((r["state"].get("workloadIdentityConfig") or {}).get("workloadPool")))
+        }
+
+    def _bucket_exists(self, data: Mapping[str, Any], name: str) -> bool:
+        return self._key(BUCKET, f"b/{name}") in data["resources"]
+
+    # --- lifecycle
+
+    def created(
+        self, token: str, inputs: Mapping[str, Any], state: Mapping[str, Any], resource_id: str | None = None
+    ) -> None:
+        with self._locked() as data:
+            self._created(data, token, inputs, state, resource_id)
+
+    updated = created  # an update keeps the identity and replaces the recorded state
+
+    def _created(
+        self,
+        data: dict[str, Any],
+        token: str,
+        inputs: Mapping[str, Any],
+        state: Mapping[str, Any],
+        resource_id: str | None,
+    ) -> None:
+        if token == SERVICE:
+            self._enable(data, str(inputs.get("service")))
+        identity = self.identity(token, inputs)
+        if identity is None:
+            return
+        data["resources"][self._key(token, identity)] = {
+            "token": token,
+            "identity": identity,
+            "id": resource_id or identity,
+            "project": _project(inputs, data["projectId"]),
+            "state": dict(state),
+        }
+        if resource_id:
+            data["ids"][f"{token} {resource_id}"] = identity
+        if token == NODE_POOL:
+            self._consume(data, identity, inputs)
+
+    def _consume(self, data: dict[str, Any], pool: str, inputs: Mapping[str, Any]) -> None:
+        """Mark a reserved pool's hosts in use on its sub-block (or block, or reservation)."""
+        self._release(data, pool)
+        affinity = (inputs.get("nodeConfig") or {}).get("reservationAffinity") or {}
+        values = affinity.get("values") or []
+        found = _RESERVATION.match(str(values[0])) if values else None
+        if affinity.get("consumeReservationType") != "SPECIFIC_RESERVATION" or not found:
+            return
+        reservation = data["reservations"].get(
+            f"projects/{found.group('project') or data['projectId']}/reservations/{found.group('name')}"
+        )
+        if reservation is None:
+            return
+        hosts = int(inputs.get("nodeCount") or inputs.get("initialNodeCount") or 0)
+        reservation["consumers"][pool] = {"block": found.group("block"), "sub": found.group("sub"), "hosts": hosts}
+        self._count(reservation, found.group("block"), found.group("sub"), hosts)
+
+    def _release(self, data: dict[str, Any], pool: str) -> None:
+        for reservation in data["reservations"].values():
+            used = reservation["consumers"].pop(pool, None)
+            if used:
+                self._count(reservation, used["block"], used["sub"], -int(used["hosts"]))
+
+    @staticmethod
+    def _count(reservation: dict[str, Any], block: str | None, sub: str | None, hosts: int) -> None:
+        reservation["specificReservation"]["inUseCount"] += hosts
+        if block and block in reservation["blocks"]:
+            found = reservation["blocks"][block]
+            found["inUseCount"] += hosts
+            if sub is None:  # GKE picks the sub-blocks; take the first healthy ones that fit
+                for one in found["subBlocks"].values():
+                    if one["healthInfo"]["healthStatus"] == HEALTHY and hosts > 0:
+                        take = min(hosts, int(one["count"]) - int(one["inUseCount"]))
+                        one["inUseCount"] += take
+                        hosts -= take
+            elif sub in found["subBlocks"]:
+                found["subBlocks"][sub]["inUseCount"] += hosts
+
+    def deleted(self, token: str, state: Mapping[str, Any]) -> None:
+        with self._locked() as data:
+            if token == SERVICE:
+                # resource_google_project_service.go `resourceGoogleProjectServiceDelete`: with
+                # disable_on_destroy false the service stays enabled.
+                service = str(state.get("service"))
+                if state.get("disableOnDestroy") and service in data["services"]:
+                    data["services"].remove(service)
+            identity = self.identity(token, state)
+            if identity is None:
+                return
+            record = data["resources"].pop(self._key(token, identity), None)
+            if record is not None:
+                data["ids"] = {k: v for k, v in data["ids"].items() if not (k.startswith(token) and v == identity)}
+            if token == NODE_POOL:
+                self._release(data, identity)
+
+    def exists(self, token: str, state: Mapping[str, Any]) -> bool:
+        with self._locked() as data:
+            identity = self.identity(token, state)
+            return identity is None or self._key(token, identity) in data["resources"]
+
+    def reported(self, token: str, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What a Read returns: the recorded state (or the given one), as GCP normalises it."""
+        with self._locked() as data:
+            identity = self.identity(token, state)
+            record = data["resources"].get(self._key(token, identity)) if identity else None
+            found = copy.deepcopy(dict(record["state"] if record else state))
+        read_back = READ_BACK.get(token)
+        return read_back(found) if read_back else found
+
+    # --- invokes
+
+    def answer_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """plan.engine.cloud_invoke's answer, with this project's number and buckets."""
+        with self._locked() as data:
+            if token == GET_BUCKET:
+                record = data["resources"].get(self._key(BUCKET, f"b/{args.get('name')}")) or {}
+                return {**dict(record.get("state") or {}), "name": args.get("name"), "project": record.get("project")}
+            answer = cloud_invoke(token, args)
+            if token == GET_PROJECT:
+                answer["number"] = data["number"]
+            return answer
+
+
+def _bucket_not_found() -> GcpError:
+    return GcpError(
+        404,
+        "NOT_FOUND",
+        "notFound",
+        googleapi(404, "The specified bucket does not exist.", "notFound"),
+        "bucket-not-found",
+    )
