@@ -195,3 +195,55 @@ def test_a_mistaken_destroy_deletes_nothing_until_protection_is_released(engine:
     ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
     ws.pulumi("destroy", "--yes", "--skip-preview", "--stack", name)
     assert not [u for u in resources() if "gcp:" in u]
+
+
+def _steps(ws: Workspace, name: str, targets: list[str]) -> list[tuple[str, str]]:
+    done, document = ws.preview_steps(name, *targets)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [(s["op"], s["urn"].rsplit("::", 1)[1]) for s in document["steps"] if s["op"] not in ("same", "read")]
+
+
+def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Engine) -> None:
+    """Retiring one sub-block deletes that pool and nothing else; a forced replacement of a pool
+    with a fixed name succeeds (the old one goes first, else GCP answers 409); a version prefix the
+    channel no longer offers changes nothing on a cluster that exists."""
+    ws = _initialised(engine, "dev", "day-two")
+    name = "dev-new"
+    targets = _google_cloud_targets(ws, name)
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.protect", "false", "--stack", name)
+    ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
+
+    pool = next(t for t in targets if t.endswith("::cube-sub-block-1"))
+    replaced = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, "--replace", pool, "--target", pool)
+    assert "replaced" in replaced.stdout, replaced.stdout[-2000:]
+
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.37.", "--stack", name)
+    done = ws.pulumi("preview", "--stack", name, "--diff", *targets, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "offers no GKE version starting with '1.37.'" in done.stdout + done.stderr  # a warning, no error
+    assert _steps(ws, name, targets) == []
+    ws.pulumi("config", "rm", "--path", "tpu-slicing:cluster.versionPrefix", "--stack", name)
+
+    ws.pulumi("config", "set", "--path", "tpu-slicing:reservation.subBlocks[0]", "sub-block-1", "--stack", name)
+    ws.pulumi("config", "rm", "--path", "tpu-slicing:reservation.subBlocks[1]", "--stack", name)
+    ws.pulumi("config", "set", "--path", "tpu-slicing:tpu.cubes", "1", "--stack", name)
+    pools = [(op, urn) for op, urn in _steps(ws, name, targets) if urn.startswith("cube-")]
+    assert pools == [("delete", "cube-sub-block-0")]
+
+
+def test_a_new_cluster_is_refused_a_version_the_channel_no_longer_offers(engine: Engine) -> None:
+    ws = _initialised(engine, "dev", "prefix")
+    name = "dev-new"
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.37.", "--stack", name)
+    done = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *_google_cloud_targets(ws, name), check=False)
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    # The engine's own line names the hook, the cluster, the prefix and what to set. (The
+    # program's stderr then shows the SDK being interrupted after the failed registration.)
+    (line,) = [x for x in output.splitlines() if x.strip().startswith('error: before hook "refuse-unoffered')]
+    assert "cluster dev-new-gke: the RAPID channel offers no GKE version starting with '1.37.'" in line
+    assert "set tpu-slicing:cluster.version" in line and "cluster.versionPrefix" in line
+    exported = json.loads(ws.pulumi("stack", "export", "--stack", name).stdout)
+    assert not [
+        r for r in exported["deployment"].get("resources") or [] if r["type"] == "gcp:container/cluster:Cluster"
+    ]
