@@ -258,7 +258,7 @@ def env() -> Iterator[Env]:
     namespace = local_queue["metadata"]["namespace"]
     namespace_body = next(b for b in bodies if b["kind"] == "Namespace" and b["metadata"]["name"] == namespace)
     nodes = cp.stack_nodes(config)
-    pools = [config.names.tpu_pool(i) for i in range(1, CUBES + 1)]
+    pools = config.pool_names()  # in cube order: one per sub-block
     node_cube = {
         n["metadata"]["name"]: pools.index(n["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
         for n in nodes

@@ -95,7 +95,7 @@ def test_dev_stack_tpu_nodes_are_ready_with_gke_labels_taint_and_capacity(
     assert len(nodes) - len(tpu) == dev.cluster.system_nodes_per_zone * 3
     assert set(nodes) <= plane.ready_nodes()
     pools = Counter(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for node in tpu.values())
-    assert pools == {dev.names.tpu_pool(i): 16 for i in range(1, dev.tpu.cubes + 1)}
+    assert pools == dict.fromkeys(dev.pool_names(), 16)
     for name, node in tpu.items():
         labels = node["metadata"]["labels"]
         assert labels["cloud.google.com/gke-tpu-accelerator"] == "tpu7x", name

@@ -213,6 +213,11 @@ def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Eng
     ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.protect", "false", "--stack", name)
     ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
 
+    # A refresh reads back what GKE reports (no placement type, the policy's topology on the
+    # pools): it changes the state's outputs, and the preview after it still plans nothing.
+    ws.pulumi("refresh", "--yes", "--skip-preview", "--stack", name, *targets)
+    assert _steps(ws, name, targets) == []
+
     pool = next(t for t in targets if t.endswith("::cube-sub-block-1"))
     replaced = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, "--replace", pool, "--target", pool)
     assert "replaced" in replaced.stdout, replaced.stdout[-2000:]
