@@ -82,3 +82,35 @@ def test_docs_reference_existing_files() -> None:
         for link in re.findall(r"\]\(([^)#:]+)\)", text):
             target = (ROOT / document).parent / link
             assert target.exists(), f"{document} links to missing {link}"
+
+
+def test_the_test_command_runs_a_control_plane_group_on_one_worker(tmp_path: Path) -> None:
+    """`make unit`'s pytest options keep every `xdist_group` on one worker (tests/control_plane.py
+    XDIST_GROUP: one plane at a time). pytest 9.2 with pytest-xdist 3.8.0 silently spread them."""
+    command = next(line for line in recipe("unit") if "pytest" in line)
+    options = expand(command, {"PY": sys.executable})[3:]  # after `python -m pytest`
+    options = ["2" if word == "auto" else word for word in options]  # two workers on any machine
+    log = tmp_path / "workers.log"
+    for module in ("a", "b"):
+        (tmp_path / f"test_{module}.py").write_text(
+            "import os, pytest\n"
+            "pytestmark = pytest.mark.xdist_group('plane')\n"
+            "@pytest.fixture(scope='module', params=['x', 'y'])\n"
+            "def plane(request):\n"
+            f"    with open({str(log)!r}, 'a') as f:\n"
+            "        f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+            "def test_one(plane): pass\n"
+            "def test_two(plane): pass\n"
+        )
+    (tmp_path / "test_free.py").write_text("".join(f"def test_{i}(): pass\n" for i in range(20)))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "-p", "no:cacheprovider", "-c", "pytest.ini", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers = log.read_text().split()
+    assert len(workers) == 4 and len(set(workers)) == 1, workers

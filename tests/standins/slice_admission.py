@@ -21,7 +21,8 @@ annotations (one LWS group per slice) need that label on the nodes.
 What it cannot show: the real controller forms the ICI links of each admitted slice (it creates
 Slice objects for the pods' topology assignment), checks the partitions' health and may answer
 Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
-when it is torn down; here every check passes at once and labels stay until overwritten.
+when it is torn down; here every check passes at once, and a host's labels stay until a live
+slice that is not already on it claims it (the pods of finished or deleted units are ignored).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ HOST = "kubernetes.io/hostname"
 UNITS = ("leaderworkerset.sigs.k8s.io/group-key", "jobset.sigs.k8s.io/job-key")
 LABEL_INTERVAL = 0.5  # seconds between two labelling passes (each lists the pods of both kinds)
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+FINISHED = ("Succeeded", "Failed")  # pod phases whose slice the controller has torn down
+
+
+def _slice_name(unit: str) -> str:
+    return "slice-" + hashlib.sha256(unit.encode()).hexdigest()[:16]
 
 
 def _now() -> str:
@@ -90,6 +96,8 @@ class SliceAdmission(Poller):
         ]
         for pod in pods:
             meta, spec = pod["metadata"], pod["spec"]
+            if (pod.get("status") or {}).get("phase") in FINISHED or meta.get("deletionTimestamp"):
+                continue  # its slice is torn down: a finished check Job's pods must not relabel the hosts
             shape = (meta.get("annotations") or {}).get(SLICE_TOPOLOGY_ANNOTATION)
             host = (spec.get("nodeSelector") or {}).get(HOST) or spec.get("nodeName")
             unit = next((meta["labels"][key] for key in UNITS if key in (meta.get("labels") or {})), None)
@@ -101,13 +109,17 @@ class SliceAdmission(Poller):
             n["metadata"]["name"]: n["metadata"].get("labels") or {}
             for n in self.plane.request("GET", "/api/v1/nodes")["items"]
         }
+        live = {_slice_name(unit) for unit in units}
         for unit, (shape, hosts) in units.items():
-            name = "slice-" + hashlib.sha256(unit.encode()).hexdigest()[:16]
+            name = _slice_name(unit)
             for host in sorted(hosts):
-                if host in labels and (labels[host].get(SLICE_LABEL), labels[host].get(TOPOLOGY_LABEL)) != (
-                    name,
-                    shape,
-                ):
+                if host not in labels:
+                    continue
+                held = labels[host].get(SLICE_LABEL)
+                if held != name and held in live:
+                    continue  # a host belongs to one live slice; the first to label it keeps it
+                if (held, labels[host].get(TOPOLOGY_LABEL)) != (name, shape):
+                    labels[host] = {**labels[host], SLICE_LABEL: name, TOPOLOGY_LABEL: shape}
                     self.plane.request(
                         "PATCH",
                         f"/api/v1/nodes/{host}",
