@@ -17,7 +17,7 @@ from workloads.model_access import ModelAccess, ModelAccessArgs
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
-from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, pool_selector, prefill_metrics_url
+from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, decode_metrics_url, pool_selector, prefill_metrics_url
 from workloads.vllm_pd import network_allowances as vllm_allowances
 
 GUIDE = "pd-disaggregation"  # the llm-d guide this backend follows; names its router and pool
@@ -164,6 +164,7 @@ def deploy(base: Foundation) -> Served:
                 serving_spec=[serving.model_dump(mode="json"), versions.model_dump(mode="json")],
                 depends_on=[pd, router, slice_controller],
                 prefill_metrics_url=prefill_metrics_url(serving.namespace),
+                decode_metrics_url=decode_metrics_url(serving.namespace),
             ),
         )
     address: pulumi.Output[str] = gateway.address

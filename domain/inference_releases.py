@@ -9,7 +9,9 @@ from dataclasses import dataclass
 class CrdFile:
     path: str
     crd: str
-    sha256: str | None = None  # known for the files of ../shared/crds/SOURCES.md
+    # Of the file at the release's commit; the apply script checks it before applying (the files
+    # of the release's Go module are the repository's, tests/test_inference_releases.py).
+    sha256: str
     # Installed and upgraded by GKE itself (InferencePool, from 1.34.0-gke.1626000 with the Gateway
     # API on: llm-d's GKE guide). The program waits for it and never applies or deletes it.
     gke_managed: bool = False
@@ -27,10 +29,12 @@ _X_K8S = (
     CrdFile(
         "config/crd/bases/inference.networking.x-k8s.io_inferenceobjectives.yaml",
         "inferenceobjectives.inference.networking.x-k8s.io",
+        "e06a3e13e91f7a3a71a9d4146fb56076a247f43ad72b6401f8039ccf9cfa3700",
     ),
     CrdFile(
         "config/crd/bases/inference.networking.x-k8s.io_inferencemodelrewrites.yaml",
         "inferencemodelrewrites.inference.networking.x-k8s.io",
+        "887abbc047e7e36633f2f28ee47dc59cae5293ebef110e57cc286ab4605d8a97",
     ),
 )
 RELEASES = {

@@ -21,6 +21,9 @@ import pulumi_command as command
 
 from domain.inference_releases import REPOSITORY, InferenceExtensionRelease, release
 
+# How long the apply waits for GKE to install the CRDs it owns (minutes after the cluster is up, in
+# practice); CRD_WAIT_SECONDS in the Command's environment overrides it.
+GKE_CRD_WAIT_SECONDS = 1200
 _KUBECONFIG = 'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT; printf "%s" "$KUBECONFIG_DATA" > "$kubeconfig"'
 
 
@@ -39,16 +42,26 @@ def apply_script(pinned: InferenceExtensionRelease) -> str:
         url = f"{REPOSITORY}/{pinned.commit}/{crd_file.path}"
         target = f'"$dir/{index}.yaml"'
         lines.append(f"curl -fsSL --retry 5 {shlex.quote(url)} -o {target}")
-        if crd_file.sha256:
-            lines.append(f'echo "{crd_file.sha256}  $dir/{index}.yaml" | sha256sum -c -')
+        lines.append(f'echo "{crd_file.sha256}  $dir/{index}.yaml" | sha256sum -c -')
     if owned:
         lines.append('kubectl --kubeconfig "$kubeconfig" apply --server-side --field-manager=tpu-slicing -f "$dir"')
     crds = " ".join(f"crd/{f.crd}" for f in pinned.files)
-    # GKE installs its CRDs shortly after the cluster is up: wait for them to exist first.
-    for managed in (f for f in pinned.files if f.gke_managed):
-        lines.append(
-            f'until kubectl --kubeconfig "$kubeconfig" get crd/{managed.crd} >/dev/null 2>&1; do sleep 10; done'
-        )
+    # GKE installs its CRDs shortly after the cluster is up: wait for them to exist first, for a
+    # bounded time, so a cluster without the Gateway API fails `pulumi up` instead of hanging it.
+    managed = [f.crd for f in pinned.files if f.gke_managed]
+    if managed:
+        lines.append(f"crd_wait=${{CRD_WAIT_SECONDS:-{GKE_CRD_WAIT_SECONDS}}}; deadline=$((SECONDS + crd_wait))")
+    for crd in managed:
+        lines += [
+            f'until kubectl --kubeconfig "$kubeconfig" get crd/{crd} >/dev/null 2>&1; do',
+            '  if [ "$SECONDS" -ge "$deadline" ]; then',
+            f'    echo "crd/{crd} is not installed after $crd_wait s: GKE installs it on clusters with the Gateway '
+            'API enabled (gatewayApiConfig) from 1.34.0-gke.1626000" >&2',
+            "    exit 1",
+            "  fi",
+            "  sleep 5",
+            "done",
+        ]
     lines.append(f'kubectl --kubeconfig "$kubeconfig" wait --for=condition=Established --timeout=600s {crds}')
     return "\n".join(lines) + "\n"
 

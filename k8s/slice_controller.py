@@ -24,6 +24,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from domain.serving_budget import SLICE_ACTIVATION_TIMEOUT_SECONDS
 from shared import pod_security
 from shared.awaits import TIMEOUT_SECONDS, WAIT_FOR
 from shared.labels import COMMON_LABELS
@@ -59,7 +60,7 @@ ARGS = (
     "--health-probe-bind-address=:8081",
     "--zap-log-level=3",
     "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
-    "--activation-timeout=60m",
+    f"--activation-timeout={SLICE_ACTIVATION_TIMEOUT_SECONDS // 60}m",  # the smoke budget counts it
     "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
 )
 

@@ -29,16 +29,49 @@ followed: urllib would turn the POST into a GET; fix ``--base-url`` instead).
 
 Logs go to stderr, one line per attempt; stdout gets exactly one JSON line:
 {"ok", "base_url", "model", "error", "results": [{"endpoint", "ok",
-"attempts", "status", "seconds", "error", "sample"}]}.
+"attempts", "status", "seconds", "error", "sample"}]}. The ``kv_transfer``
+entry (below) has two more keys, "before" and "after", each an object of the
+decode leaders' figures read around its last attempt's completion (null where
+not read), keyed
+``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}``,
+``vllm:prompt_tokens_by_source_total{source="local_compute"}``,
+``vllm:tpu_kv_transfer_time_ms_count`` and ``vllm:tpu_num_failed_transfers_total``;
+a figure is null when some decode leader lacks its series (the failed-transfer
+counter then counts 0).
 
 With ``--prefill-metrics-url`` (disaggregated serving), a third check proves that a prefill pod
 did the prefill: it sums ``vllm:prompt_tokens_total`` over every address of the URL's host (a
 headless Service of the prefill leaders), sends one more completion with a long prompt no cache
-has seen, and requires the sum to rise. Without it, decode can answer alone and a broken KV
-transfer or unreachable prefill pods would still pass. The prompt is long on purpose: llm-d's
+has seen, and requires the sum to rise. Without it, decode can answer alone and unreachable
+prefill pods would still pass; it does not show that the KV cache reached decode (that is
+``--decode-metrics-url``'s check, below). The prompt is long on purpose: llm-d's
 decider sends a prompt to prefill from 16 uncached tokens, and the endpoint picker estimates 4
 bytes a token (llm-d-router v0.9.0, pkg/epp/.../tokenizer/estimate.go), so a short greeting is
 decoded without any prefill.
+
+With ``--decode-metrics-url`` (a headless Service of the decode leaders' vLLM metrics), the same
+long-prompt completion must also have brought its KV cache to decode. Summed over every address of
+that host and every label set (``model_name``, ``engine``):
+
+  * required to rise: vLLM's ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}``,
+    the prompt tokens decode's scheduler took from the KV connector instead of computing them. When
+    llm-d's routing sidecar falls back to decode-only (prefill answered 5xx) or no KV moves, decode
+    computes the prompt itself: ``source="local_compute"`` rises instead, and the error shows it;
+  * required to stay flat (absent counts as 0): tpu-inference's ``vllm:tpu_num_failed_transfers_total``.
+    The pinned connector, TPUConnectorHMA, never increments it; it guards the non-HMA TPUConnector;
+  * only reported: ``vllm:tpu_kv_transfer_time_ms_count``. TPUConnectorHMA never observes that
+    histogram either, so with it the count stays 0 however many pulls succeed.
+
+A rising prompt-token counter on prefill does not prove the transfer: prefill can compute the prompt
+and decode compute it again, as when the sidecar falls back to decode-only. The result entry is
+named ``kv_transfer``. A flat external count is retried (new completion) until the deadline, after
+polling the decode metrics for up to DECODE_SETTLE_SECONDS in case the stats arrive late (the poll
+ends early once decode's counters show the prompt computed locally); a failed-transfer counter that
+rose, or an external-transfer series missing after the completion (that is not vLLM v0.26.0's
+/metrics), fails at once. What the check cannot see: a TPUConnectorHMA pull that times out is only
+logged (decode's scheduler had already counted its tokens as external, and the request goes on), and
+tpu-inference reports no load errors to vLLM (no get_block_ids_with_load_errors). Either flag alone
+runs its own check; both share each completion.
 
 Exit codes: 0 every check passed, 1 a check failed, 2 bad arguments.
 """
@@ -68,7 +101,41 @@ EXIT_USAGE = 2
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
 PREFILL_CHECK = "prefill"
+KV_TRANSFER_CHECK = "kv_transfer"
 PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
+# Names and labels, from upstream:
+# - vllm-project/vllm@v0.26.0:vllm/v1/metrics/loggers.py (PrometheusStatLogger, ~680-693) registers Counter
+#   "vllm:prompt_tokens_by_source" with labelnames ["model_name", "engine", "source"], one child per engine and
+#   source made at start-up, and (~1195-1200) increments each by PromptTokenStats.get_by_source; vllm/v1/metrics/
+#   stats.py (PromptTokenStats, ~300-345) has the sources "local_compute", "local_cache_hit" and
+#   "external_kv_transfer" (computed + local_cache_hit + external_kv_transfer = total), the last fed by
+#   PrefillStats.num_external_cached_tokens, which vllm/v1/core/sched/scheduler.py (~760-815) sets from the
+#   connector's get_num_new_matched_tokens when it first schedules the request. On decode that is the prompt
+#   loaded from the remote prefill (tpu-inference@v0.26.0:tpu_inference/distributed/tpu_connector_hma.py,
+#   TPUConnectorHMAScheduler.get_num_new_matched_tokens: every prompt token not cached locally).
+# - vllm-project/tpu-inference@v0.26.0:tpu_inference/distributed/tpu_connector_stats.py (TpuKVConnectorPromMetrics)
+#   registers Histogram "vllm:tpu_kv_transfer_time_ms" and Counter "vllm:tpu_num_failed_transfers", handed
+#   prometheus_client's classes and the labelnames ["model_name", "engine"] by vllm-project/vllm@v0.26.0:vllm/
+#   distributed/kv_transfer/kv_connector/v1/metrics.py (KVConnectorProm). Only the non-HMA
+#   TPUConnectorWorker._pull_kv (tpu_connector.py, ~857-870) records them (record_successful_transfer /
+#   record_failed_transfer); TPUConnectorHMAWorker._pull_kv (tpu_connector_hma.py:434-487), which this project
+#   runs, overrides it and only logs (TransferStats.increment_pull, transfer_stats.py), so under HMA both stay 0.
+# prometheus_client writes a counter's sample as <name>_total and a histogram's count as <name>_count.
+PROMPT_TOKENS_BY_SOURCE_METRIC = "vllm:prompt_tokens_by_source_total"
+EXTERNAL_KV_SOURCE = "external_kv_transfer"
+LOCAL_COMPUTE_SOURCE = "local_compute"
+EXTERNAL_KV_SERIES = f'{PROMPT_TOKENS_BY_SOURCE_METRIC}{{source="{EXTERNAL_KV_SOURCE}"}}'
+LOCAL_COMPUTE_SERIES = f'{PROMPT_TOKENS_BY_SOURCE_METRIC}{{source="{LOCAL_COMPUTE_SOURCE}"}}'
+# Required to rise (vllm@v0.26.0 vllm/v1/metrics/loggers.py and stats.py, above): EXTERNAL_KV_SERIES.
+# Reported, never judged: TPUConnectorHMA does not observe this histogram (tpu_connector_hma.py:434-487).
+KV_TRANSFER_COUNT_METRIC = "vllm:tpu_kv_transfer_time_ms_count"
+# Must stay flat (tpu-inference@v0.26.0:tpu_inference/distributed/tpu_connector_stats.py). TPUConnectorHMA never
+# increments it (tpu_connector_hma.py:434-487), so it guards the non-HMA TPUConnector only.
+KV_FAILED_TRANSFERS_METRIC = "vllm:tpu_num_failed_transfers_total"
+# The engine's stats reach the API server's /metrics apart from the answer and can land just after it;
+# poll this long (clipped to the deadline) before calling the external-transfer count flat.
+DECODE_SETTLE_SECONDS = 5.0
+DECODE_POLL_SECONDS = 0.5
 # Far above the decider's 16 uncached tokens at 4 bytes a token, well within any context.
 PREFILL_PROMPT_BYTES = 2048
 
@@ -130,6 +197,7 @@ class Settings:
     prompt: str
     max_tokens: int
     prefill_metrics_url: str | None = None
+    decode_metrics_url: str | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -175,6 +243,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--prefill-metrics-url",
         "SMOKE_PREFILL_METRICS_URL",
         "http URL of the prefill leaders' /metrics (a headless Service); when set, also prove a prefill happened",
+    )
+    add(
+        "--decode-metrics-url",
+        "SMOKE_DECODE_METRICS_URL",
+        "http URL of the decode leaders' vLLM /metrics (a headless Service); when set, also prove the KV cache "
+        'moved: vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} rises, '
+        "vllm:tpu_num_failed_transfers_total stays flat",
     )
     return parser
 
@@ -249,13 +324,22 @@ def parse_settings(argv: Sequence[str] | None, env: Mapping[str, str]) -> Settin
         prefill_metrics_url=(
             validate_metrics_url(ns.prefill_metrics_url) if ns.prefill_metrics_url is not None else None
         ),
+        decode_metrics_url=(
+            validate_metrics_url(ns.decode_metrics_url, "--decode-metrics-url/SMOKE_DECODE_METRICS_URL")
+            if ns.decode_metrics_url is not None
+            else None
+        ),
     )
 
 
-def validate_metrics_url(text: str) -> str:
+def validate_metrics_url(text: str, name: str = "--prefill-metrics-url/SMOKE_PREFILL_METRICS_URL") -> str:
     url = urllib.parse.urlsplit(text.strip())
-    if url.scheme != "http" or not url.hostname or not url.port:
-        raise UsageError(f"--prefill-metrics-url/SMOKE_PREFILL_METRICS_URL must be http://host:port/path, got {text!r}")
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme != "http" or not url.hostname or not port:
+        raise UsageError(f"{name} must be http://host:port/path, got {text!r}")
     return text.strip()
 
 
@@ -540,7 +624,7 @@ def run_endpoint(endpoint: Endpoint, settings: Settings, deadline_at: float, rt:
 
 
 def run_smoke_test(settings: Settings, rt: Runtime) -> list[EndpointResult]:
-    """Both endpoints in order, sharing one deadline, then the prefill check when asked for.
+    """Both endpoints in order, sharing one deadline, then the long-prompt checks when asked for.
 
     Completions goes first and absorbs the model's load time; chat then
     normally answers at once. A failed completions does not skip chat: its
@@ -548,31 +632,93 @@ def run_smoke_test(settings: Settings, rt: Runtime) -> list[EndpointResult]:
     """
     deadline_at = rt.now() + settings.deadline_seconds
     results = [run_endpoint(endpoint, settings, deadline_at, rt) for endpoint in endpoints(settings)]
-    if settings.prefill_metrics_url is not None:
-        results.append(run_prefill_check(settings, deadline_at, rt))
+    results += run_long_prompt_checks(settings, deadline_at, rt)
     return results
 
 
 # --------------------------------------------------------------------------
-# Prefill check.
+# Prometheus text.
 # --------------------------------------------------------------------------
+
+
+_LABEL_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+def _label_set(text: str) -> tuple[dict[str, str], int]:
+    """The labels of the set ``text`` starts with (``{name="value",...}``) and the index just past its ``}``.
+
+    Values may hold ``}``, ``,`` and the escapes ``\\\\``, ``\\"`` and ``\\n``. Raises ValueError for a set
+    that is not closed or not of that form.
+    """
+    labels: dict[str, str] = {}
+    index = 1  # past the "{"
+    while True:
+        while text[index : index + 1].isspace() or text[index : index + 1] == ",":
+            index += 1
+        if text[index : index + 1] == "}":
+            return labels, index + 1
+        equals = text.find("=", index)
+        if equals < 0 or text[equals + 1 : equals + 2] != '"':
+            raise ValueError(f"malformed or unterminated label set in {text[:SNIPPET_CHARS]!r}")
+        name, index = text[index:equals].strip(), equals + 2
+        value: list[str] = []
+        while True:
+            if index >= len(text):
+                raise ValueError(f"unterminated label set in {text[:SNIPPET_CHARS]!r}")
+            char = text[index]
+            if char == "\\":
+                value.append(_LABEL_ESCAPES.get(text[index + 1 : index + 2], text[index : index + 2]))
+                index += 2
+            elif char == '"':
+                index += 1
+                break
+            else:
+                value.append(char)
+                index += 1
+        labels[name] = "".join(value)
+
+
+def sample_sum(text: str, name: str, where: Mapping[str, str] | None = None) -> float | None:
+    """The sum of every sample of ``name`` in Prometheus text, over all label sets; None if it has none.
+
+    With ``where``, only the samples whose labels include those name/value pairs count. Raises
+    ValueError for a sample that has no number for a value or a label set that cannot be read.
+    """
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        rest = line[len(name) :]
+        labels: dict[str, str] = {}
+        if rest.startswith("{"):
+            labels, end = _label_set(rest)
+            rest = rest[end:]
+        elif not rest[:1].isspace():
+            continue  # another metric whose name starts with this one
+        if where is not None and any(labels.get(key) != value for key, value in where.items()):
+            continue
+        fields = rest.split()  # value, then an optional timestamp
+        try:
+            total += float(fields[0])
+        except (IndexError, ValueError):
+            raise ValueError(f"{name} sample without a number: {line[:SNIPPET_CHARS]!r}") from None
+        seen = True
+    return total if seen else None
 
 
 def prompt_tokens(text: str) -> float | None:
     """The sum of every `vllm:prompt_tokens_total` sample in Prometheus text, or None if absent."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if line.startswith(PROMPT_TOKENS_METRIC + "{") or line.startswith(PROMPT_TOKENS_METRIC + " "):
-            try:
-                total += float(line.rsplit(" ", 1)[1])
-                seen = True
-            except ValueError:
-                return None
-    return total if seen else None
+    try:
+        return sample_sum(text, PROMPT_TOKENS_METRIC)
+    except ValueError:
+        return None
 
 
-def prefill_prompt_tokens(url: str, timeout: float, rt: Runtime) -> tuple[float | None, str]:
-    """Prompt tokens processed so far by every prefill pod, or None and why not."""
+def scrape_all(url: str, timeout: float, rt: Runtime, role: str) -> tuple[list[tuple[str, str]] | None, str]:
+    """Each address of the URL's host (a headless Service: one per ready pod) with its metrics text.
+
+    None and why not if the host does not resolve, has no address, or one address does not answer 200.
+    """
     parts = urllib.parse.urlsplit(url)
     host, port = parts.hostname or "", parts.port or 80
     try:
@@ -580,18 +726,221 @@ def prefill_prompt_tokens(url: str, timeout: float, rt: Runtime) -> tuple[float 
     except OSError as exc:
         return None, f"cannot resolve {host}: {exc}"
     if not addresses:
-        return None, f"{host} has no addresses (no ready prefill pod)"
-    total = 0.0
+        return None, f"{host} has no addresses (no ready {role} pod)"
+    pages: list[tuple[str, str]] = []
     for address in addresses:
         shown = f"[{address}]" if ":" in address else address
         response = rt.get(parts._replace(netloc=f"{shown}:{port}").geturl(), timeout)
         if response.status != 200:
             return None, f"{address}: {response.error or f'HTTP {response.status}'}"
-        tokens = prompt_tokens(response.body.decode(errors="replace"))
+        pages.append((address, response.body.decode(errors="replace")))
+    return pages, f"{len(addresses)} {role} pod(s)"
+
+
+def prefill_prompt_tokens(url: str, timeout: float, rt: Runtime) -> tuple[float | None, str]:
+    """Prompt tokens processed so far by every prefill pod, or None and why not."""
+    pages, detail = scrape_all(url, timeout, rt, "prefill")
+    if pages is None:
+        return None, detail
+    total = 0.0
+    for address, text in pages:
+        tokens = prompt_tokens(text)
         if tokens is None:
             return None, f"{address}: no {PROMPT_TOKENS_METRIC} in its metrics"
         total += tokens
-    return total, f"{len(addresses)} prefill pod(s)"
+    return total, detail
+
+
+@dataclasses.dataclass(frozen=True)
+class KvTransferReading:
+    """The decode leaders' figures, each summed over pods and label sets."""
+
+    pods: int
+    external: float  # EXTERNAL_KV_SERIES over the pods that have it
+    local_compute: float | None  # LOCAL_COMPUTE_SERIES; None when some pod lacks it
+    transfers: float | None  # KV_TRANSFER_COUNT_METRIC; None when some pod lacks it (reported, never judged)
+    failures: float  # KV_FAILED_TRANSFERS_METRIC; a pod without it counts 0
+    missing: tuple[str, ...] = ()  # pods without EXTERNAL_KV_SERIES
+
+    def figures(self) -> dict[str, float | None]:
+        return {
+            EXTERNAL_KV_SERIES: None if self.missing else self.external,
+            LOCAL_COMPUTE_SERIES: self.local_compute,
+            KV_TRANSFER_COUNT_METRIC: self.transfers,
+            KV_FAILED_TRANSFERS_METRIC: self.failures,
+        }
+
+
+def decode_kv_transfers(url: str, timeout: float, rt: Runtime) -> tuple[KvTransferReading | None, str]:
+    """Prompt tokens by source, KV pulls and failed pulls counted so far by every decode leader, or None and why not."""
+    pages, detail = scrape_all(url, timeout, rt, "decode")
+    if pages is None:
+        return None, detail
+    external = failures = 0.0
+    local: float | None = 0.0
+    transfers: float | None = 0.0
+    missing: list[str] = []
+    for address, text in pages:
+        try:
+            ext = sample_sum(text, PROMPT_TOKENS_BY_SOURCE_METRIC, {"source": EXTERNAL_KV_SOURCE})
+            computed = sample_sum(text, PROMPT_TOKENS_BY_SOURCE_METRIC, {"source": LOCAL_COMPUTE_SOURCE})
+            count = sample_sum(text, KV_TRANSFER_COUNT_METRIC)
+            failed = sample_sum(text, KV_FAILED_TRANSFERS_METRIC)
+        except ValueError as exc:
+            return None, f"{address}: {exc}"
+        if ext is None:
+            missing.append(address)
+        else:
+            external += ext
+        local = None if local is None or computed is None else local + computed
+        transfers = None if transfers is None or count is None else transfers + count
+        failures += failed or 0.0
+    return KvTransferReading(len(pages), external, local, transfers, failures, tuple(missing)), detail
+
+
+# --------------------------------------------------------------------------
+# Long-prompt checks: prefill and KV transfer.
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class KvTransferResult(EndpointResult):
+    """The kv_transfer entry: an EndpointResult with the figures read around the last completion."""
+
+    before: dict[str, float | None] | None = None
+    after: dict[str, float | None] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One check's verdict on one long-prompt completion."""
+
+    ok: bool
+    detail: str  # the figures when ok, else what went wrong
+    final: str | None = None  # why retrying cannot help, for a failure that is not retried
+
+
+class _Check:
+    """One thing proven around the shared long-prompt completion: metrics read before and after."""
+
+    result: EndpointResult
+
+    def read_before(self, timeout: float, rt: Runtime) -> str | None:
+        """Read the figures before the completion; the reason when they cannot be read."""
+        raise NotImplementedError
+
+    def judge(self, verdict: Verdict, timeout: float, deadline_at: float, rt: Runtime) -> Outcome:
+        """Read the figures after the completion (whose verdict is given) and compare."""
+        raise NotImplementedError
+
+
+class _PrefillCheck(_Check):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.result = EndpointResult(endpoint=PREFILL_CHECK)
+        self.before = 0.0
+
+    def read_before(self, timeout: float, rt: Runtime) -> str | None:
+        before, detail = prefill_prompt_tokens(self.url, timeout, rt)
+        if before is None:
+            return detail
+        self.before = before
+        return None
+
+    def judge(self, verdict: Verdict, timeout: float, deadline_at: float, rt: Runtime) -> Outcome:
+        after, detail = prefill_prompt_tokens(self.url, timeout, rt)
+        if verdict.ok and after is not None and after > self.before:
+            return Outcome(True, f"{PROMPT_TOKENS_METRIC} on {detail}: {self.before:g} -> {after:g}")
+        if not verdict.ok:
+            return Outcome(False, f"completion failed: {verdict.detail}")
+        if after is not None:
+            return Outcome(
+                False, f"no prefill pod processed the prompt ({PROMPT_TOKENS_METRIC} stayed at {self.before:g})"
+            )
+        return Outcome(False, detail)
+
+
+class _KvTransferCheck(_Check):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.kv_result = KvTransferResult(endpoint=KV_TRANSFER_CHECK)
+        self.result = self.kv_result
+        self.before = KvTransferReading(pods=0, external=0.0, local_compute=None, transfers=None, failures=0.0)
+
+    def read_before(self, timeout: float, rt: Runtime) -> str | None:
+        before, detail = decode_kv_transfers(self.url, timeout, rt)
+        self.kv_result.before = before.figures() if before is not None else None
+        self.kv_result.after = None
+        if before is None:
+            return detail
+        self.before = before
+        return None
+
+    def _computed_locally(self, after: KvTransferReading) -> bool:
+        before = self.before
+        return before.local_compute is not None and (after.local_compute or 0.0) > before.local_compute
+
+    def _pending(self, after: KvTransferReading) -> bool:
+        """Nothing counted yet for the prompt: the stats may still be on their way.
+
+        vLLM counts a prompt's tokens by source in one go (one PrefillStats, at its first output), so
+        a rise of local_compute means the prompt's stats are in: it was computed on decode.
+        """
+        before = self.before
+        return (
+            not after.missing
+            and after.failures <= before.failures
+            and after.external <= before.external
+            and not self._computed_locally(after)
+        )
+
+    def judge(self, verdict: Verdict, timeout: float, deadline_at: float, rt: Runtime) -> Outcome:
+        after, detail = decode_kv_transfers(self.url, timeout, rt)
+        settle_until = min(deadline_at, rt.now() + DECODE_SETTLE_SECONDS)
+        while verdict.ok and after is not None and self._pending(after):
+            if rt.now() + DECODE_POLL_SECONDS >= settle_until:
+                break
+            rt.sleep(DECODE_POLL_SECONDS)
+            after, detail = decode_kv_transfers(self.url, min(timeout, max(deadline_at - rt.now(), 0.1)), rt)
+        self.kv_result.after = after.figures() if after is not None else None
+        if after is None:
+            return Outcome(False, detail)
+        before = self.before
+        failed = f"{KV_FAILED_TRANSFERS_METRIC} {before.failures:g} -> {after.failures:g}"
+        if after.failures > before.failures:
+            # Only the non-HMA TPUConnector counts failed pulls; a rise is a fault whatever else was counted.
+            return Outcome(False, f"KV transfers failed ({failed})", "a failed transfer is a fault, not a delay")
+        if after.missing:
+            return Outcome(
+                False,
+                f"{EXTERNAL_KV_SERIES} is absent from the metrics of decode pod(s) {', '.join(after.missing)} "
+                "(vLLM v0.26.0 writes it for every engine from start-up: is that decode vLLM's /metrics?)",
+                "the metric does not appear by waiting",
+            )
+        if not verdict.ok:
+            return Outcome(False, f"completion failed: {verdict.detail}")
+        external = f"{EXTERNAL_KV_SERIES} {before.external:g} -> {after.external:g}"
+        if after.external <= before.external:
+            local = ""
+            if before.local_compute is not None and after.local_compute is not None:
+                figures = f"{LOCAL_COMPUTE_SOURCE} {before.local_compute:g} -> {after.local_compute:g}"
+                local = (
+                    f"; decode computed the prompt itself: {figures}"
+                    if self._computed_locally(after)
+                    else f"; {figures}: decode counted no new prompt"
+                )
+            return Outcome(False, f"no KV transferred to the decode leaders ({external}{local})")
+        # Not judged: TPUConnectorHMA never observes the transfer-time histogram (tpu_connector_hma.py:434-487).
+        count = f"{_figure(before.transfers)} -> {_figure(after.transfers)}"
+        return Outcome(
+            True,
+            f"{EXTERNAL_KV_SERIES} on {detail}: {before.external:g} -> {after.external:g}, {failed}; "
+            f"{KV_TRANSFER_COUNT_METRIC} {count} (not judged: TPUConnectorHMA does not record it)",
+        )
+
+
+def _figure(value: float | None) -> str:
+    return "absent" if value is None else f"{value:g}"
 
 
 def long_prompt(prompt: str, nonce: str) -> str:
@@ -603,41 +952,73 @@ def long_prompt(prompt: str, nonce: str) -> str:
     return text
 
 
-def run_prefill_check(settings: Settings, deadline_at: float, rt: Runtime) -> EndpointResult:
-    """A completion sent between two readings of the prefill pods' prompt-token counters."""
-    assert settings.prefill_metrics_url is not None
-    result = EndpointResult(endpoint=PREFILL_CHECK)
+def run_long_prompt_checks(settings: Settings, deadline_at: float, rt: Runtime) -> list[EndpointResult]:
+    """Completions with a long new prompt, each between two readings of every asked-for check's metrics.
+
+    The prefill check (``--prefill-metrics-url``) and the KV-transfer check (``--decode-metrics-url``)
+    share each completion. Attempts repeat until every check passes in the same attempt, one fails for
+    good (a failed or unmeasurable KV transfer), or the deadline passes; each result tells its check's
+    last attempt.
+    """
+    checks: list[_Check] = []
+    if settings.prefill_metrics_url is not None:
+        checks.append(_PrefillCheck(settings.prefill_metrics_url))
+    if settings.decode_metrics_url is not None:
+        checks.append(_KvTransferCheck(settings.decode_metrics_url))
+    if not checks:
+        return []
     started = rt.now()
+    attempts = 0
     while (remaining := deadline_at - rt.now()) > 0:
-        result.attempts += 1
+        attempts += 1
         timeout = min(settings.request_timeout_seconds, remaining)
-        before, detail = prefill_prompt_tokens(settings.prefill_metrics_url, timeout, rt)
-        if before is not None:
+        unread = [check.read_before(timeout, rt) for check in checks]
+        if any(reason is not None for reason in unread):
+            blocked = ", ".join(c.result.endpoint for c, reason in zip(checks, unread, strict=True) if reason)
+            outcomes = [
+                Outcome(False, reason or f"completion not sent: the {blocked} metrics could not be read")
+                for reason in unread
+            ]
+        else:
             nonce = f"{rt.rand():.12f}".removeprefix("0.")
             payload = {"model": settings.model, "prompt": long_prompt(settings.prompt, nonce), "max_tokens": 8}
             endpoint = Endpoint(COMPLETIONS_PATH, payload, completion_text, "choices[0].text string")
             response = rt.post(settings.base_url + COMPLETIONS_PATH, json.dumps(payload).encode(), timeout)
             verdict = judge(response, endpoint)
-            after, detail = prefill_prompt_tokens(settings.prefill_metrics_url, timeout, rt)
-            result.status = response.status
-            if verdict.ok and after is not None and after > before:
-                result.ok, result.error = True, None
-                result.sample = f"{PROMPT_TOKENS_METRIC} on {detail}: {before:g} -> {after:g}"
-                rt.log(f"prefill attempt {result.attempts}: ok, {result.sample}")
-                break
-            if not verdict.ok:
-                detail = f"completion failed: {verdict.detail}"
-            elif after is not None:
-                detail = f"no prefill pod processed the prompt ({PROMPT_TOKENS_METRIC} stayed at {before:g})"
-        result.error = f"{detail} (deadline of {settings.deadline_seconds:g}s passed)"
-        wait = _next_wait(result.attempts, settings, deadline_at, rt)
-        if wait is None:
-            rt.log(f"prefill attempt {result.attempts}: {detail}; giving up")
+            outcomes = []
+            for check in checks:
+                check.result.status = response.status
+                outcomes.append(check.judge(verdict, timeout, deadline_at, rt))
+        for check, outcome in zip(checks, outcomes, strict=True):
+            check.result.attempts = attempts
+            check.result.ok = outcome.ok
+            check.result.error = None
+            check.result.sample = outcome.detail if outcome.ok else None
+            if outcome.ok:
+                rt.log(f"{check.result.endpoint} attempt {attempts}: ok, {outcome.detail}")
+        failed = [(c, o) for c, o in zip(checks, outcomes, strict=True) if not o.ok]
+        if not failed:
             break
-        rt.log(f"prefill attempt {result.attempts}: {detail}; next attempt in {wait:.1f}s")
+        final = [o for _c, o in failed if o.final]
+        if final:
+            for check, outcome in failed:
+                why = outcome.final or f"{KV_TRANSFER_CHECK} failed for good on the same completion"
+                check.result.error = f"{outcome.detail} (not retried: {why})"
+                rt.log(f"{check.result.endpoint} attempt {attempts}: {outcome.detail}; not retrying: {why}")
+            break
+        wait = _next_wait(attempts, settings, deadline_at, rt)
+        for check, outcome in failed:
+            check.result.error = f"{outcome.detail} (deadline of {settings.deadline_seconds:g}s passed)"
+            next_step = "giving up" if wait is None else f"next attempt in {wait:.1f}s"
+            rt.log(f"{check.result.endpoint} attempt {attempts}: {outcome.detail}; {next_step}")
+        if wait is None:
+            break
         rt.sleep(wait)
-    result.seconds = round(rt.now() - started, 3)
-    return result
+    for check in checks:
+        if attempts == 0:
+            check.result.error = f"deadline of {settings.deadline_seconds:g}s passed before the first attempt"
+        check.result.seconds = round(rt.now() - started, 3)
+    return [check.result for check in checks]
 
 
 # --------------------------------------------------------------------------

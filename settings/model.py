@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from domain import inference_releases, topology
 from domain.gke_versions import version_key as gke_version_key
+from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
 from settings import exposure, machines, pins
 from settings.naming import Names
@@ -325,7 +326,10 @@ class Versions(StrictModel):
 
     # llm-d's v7 P/D guide pins this release for TPUConnectorHMA; the reference used an unpinned daily build.
     vllm_image: Image = "docker.io/vllm/vllm-tpu:v0.26.0"
-    routing_sidecar_image: Image = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    # One llm-d release: llm-d-router publishes the picker and the P/D sidecar from one tag
+    # (llm-d-router v0.9.0 .github/workflows/ci-release.yaml, `<repo>-endpoint-picker` and
+    # `<repo>-disagg-sidecar`); the sidecar's flags are that tag's (pkg/sidecar/proxy/options.go).
+    routing_sidecar_image: Image = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"
     endpoint_picker_image: Image = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
     # Saxml is frozen upstream: the tutorial's tags (gotcha 1: newer images change the default cell).
     sax_admin_image: Image = "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"
@@ -340,6 +344,29 @@ class Versions(StrictModel):
     smoke_test_image: Image = (
         "python:3.12.13-slim@sha256:423ed6ab25b1921a477529254bfeeabf5855151dc2c3141699a1bfc852199fbf"
     )
+
+    @model_validator(mode="after")
+    def _one_llm_d_release(self) -> Versions:
+        picker_repo, picker_tag = _repository_and_tag(self.endpoint_picker_image)
+        sidecar_repo, sidecar_tag = _repository_and_tag(self.routing_sidecar_image)
+        wanted = picker_repo.removesuffix(PICKER_SUFFIX) + SIDECAR_SUFFIX
+        if picker_repo.endswith(PICKER_SUFFIX) and (sidecar_repo, sidecar_tag) != (wanted, picker_tag):
+            raise ValueError(
+                f"versions.routingSidecarImage {self.routing_sidecar_image} is not from the endpoint picker's "
+                f"llm-d release ({self.endpoint_picker_image}); allowed: {wanted}:{picker_tag}, the sidecar "
+                "llm-d-router publishes with that picker (its flags and the picker's headers change together)"
+            )
+        return self
+
+
+PICKER_SUFFIX = "-endpoint-picker"
+SIDECAR_SUFFIX = "-disagg-sidecar"
+
+
+def _repository_and_tag(image: str) -> tuple[str, str]:
+    name = image.split("@", 1)[0]
+    repository, _, tag = name.rpartition(":")
+    return (repository, tag) if repository and "/" not in tag else (name, "")
 
 
 DEFAULT_TOPOLOGY_LEVELS = (
@@ -520,9 +547,28 @@ def _run_id(value: str | None) -> str | None:
     return value
 
 
+def _smoke_deadline(value: int) -> int:
+    # The Job starts with the LeaderWorkerSets, so its deadline must outlast what they wait for.
+    least = BUDGET.smoke_deadline_min_seconds
+    if value < least:
+        raise ValueError(
+            f"{value} s ends before the servers can answer: allowed are {least} to {SMOKE_DEADLINE_MAX} s "
+            f"(Kueue admission and image pull {BUDGET.admission_and_pull_seconds} s + slice activation "
+            f"{BUDGET.activation_seconds} s + a leader's startup {BUDGET.startup_seconds} s: Ray "
+            f"{BUDGET.ray_init_seconds} s, engine {BUDGET.engine_ready_seconds} s, margin "
+            f"{BUDGET.startup_margin_seconds} s; domain/serving_budget.py)"
+        )
+    return value
+
+
+SMOKE_DEADLINE_MAX = 8 * 3600
+
+
 class SmokeTestConfig(StrictModel):
     enabled: bool = True
-    deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
+    deadline_seconds: Annotated[int, Field(le=SMOKE_DEADLINE_MAX), AfterValidator(_smoke_deadline)] = (
+        BUDGET.smoke_deadline_min_seconds
+    )
     # Tells one smoke-test run from another; unset means no run id.
     run_id: Annotated[str | None, AfterValidator(_run_id)] = None
 
@@ -1004,6 +1050,14 @@ class StackConfig(StrictModel):
             role: _as_subslice(generation, cfg.topology, f"serving.{role}.topology")
             for role, cfg in (("prefill", serving.prefill), ("decode", serving.decode))
         }
+        if shapes["prefill"] != shapes["decode"]:
+            raise ValueError(
+                f"serving.prefill.topology {serving.prefill.topology} and serving.decode.topology "
+                f"{serving.decode.topology} differ: tpu-inference's KV connector pairs decode host i with "
+                "prefill host i and pulls each block with the decode side's sharding, asserting equal block "
+                "counts (tpu-inference v0.26.0 tpu_inference/distributed/tpu_connector.py), so the KV cannot "
+                "move between slices of different shapes or tensor parallelism; allowed: one topology for both"
+            )
         chips = [shapes["prefill"].chips] * serving.prefill.replicas + [
             shapes["decode"].chips
         ] * serving.decode.replicas

@@ -401,6 +401,27 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "holds 96 GiB HBM; allowed for the 16 devices of a 2x2x2 prefill slice",
     ),
     RefusedClass(
+        "routing sidecar from another llm-d release than the picker",
+        model.Versions._one_llm_d_release,
+        {"versions": {"routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"}},
+        "versions.routingSidecarImage",
+        "allowed: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
+    ),
+    RefusedClass(
+        "prefill and decode slices of different shapes",
+        StackConfig._check_serving,
+        {"serving": {"decode": {"topology": "2x2x4"}}},
+        "serving.decode.topology",
+        "allowed: one topology for both",
+    ),
+    RefusedClass(
+        "smoke-test deadline shorter than the servers' own startup",
+        model._smoke_deadline,
+        {"serving": {"smokeTest": {"deadlineSeconds": 3600}}},
+        "serving.smokeTest.deadlineSeconds",
+        "allowed are 18600 to 28800 s",
+    ),
+    RefusedClass(
         "malformed smoke-test run id",
         model._run_id,
         {"serving": {"smokeTest": {"runId": "Run_1"}}},

@@ -101,12 +101,15 @@ def outside_pods(pod_cidr: str) -> Peer:
 
 @dataclass(frozen=True)
 class Allowance:
-    """One ingress rule: `sources` may open `ports` (all ports when empty) on pods with `to`."""
+    """One ingress rule: `sources` may open `ports` (all ports and protocols when empty, every TCP
+    port with `all_tcp`) on pods with `to`."""
 
     name: str
     to: Mapping[str, str]
     sources: tuple[Peer, ...]
     ports: tuple[int, ...] = field(default=())
+    # Every TCP port and no other protocol: for peers that reach ports the kernel picks.
+    all_tcp: bool = False
 
 
 def default_deny(namespace: str) -> dict[str, Any]:
@@ -116,8 +119,12 @@ def default_deny(namespace: str) -> dict[str, Any]:
 
 def allow(namespace: str, allowance: Allowance) -> dict[str, Any]:
     rule: dict[str, Any] = {"from": [body for peer in allowance.sources for body in peer.bodies()]}
+    if allowance.ports and allowance.all_tcp:
+        raise ValueError(f"{allowance.name}: all_tcp admits every TCP port; give no ports with it")
     if allowance.ports:
         rule["ports"] = [{"protocol": "TCP", "port": port} for port in sorted(set(allowance.ports))]
+    elif allowance.all_tcp:
+        rule["ports"] = [{"protocol": "TCP"}]
     return _body(allowance.name, namespace, allowance.to, [rule])
 
 

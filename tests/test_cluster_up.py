@@ -48,6 +48,7 @@ class Case:
     config: dict[str, str]  # --path key -> value, on top of the stack file
     bump: tuple[str, str]  # an image to change: --path key, new value
     bumped_kind: str  # the kind whose pod template carries that image
+    also: tuple[tuple[str, str], ...] = ()  # keys that change with it (one llm-d release: picker and sidecar)
 
 
 CASES = {
@@ -57,6 +58,7 @@ CASES = {
         {"checks.subslicing.enabled": "true", "checks.superslicing.enabled": "true"},
         ("versions.endpointPickerImage", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.1"),
         "Deployment",
+        (("versions.routingSidecarImage", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.1"),),
     ),
     "saxml-v5e": Case(
         "saxml-v5e",
@@ -225,8 +227,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             if again.returncode == 0:
                 record.history = json.loads(ws.pulumi("stack", "history", "--json", "--stack", name).stdout)
 
-            key, image = case.bump
-            ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", image, "--stack", name)
+            for key, image in (case.bump, *case.also):
+                ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", image, "--stack", name)
             preview = step("bump preview", "preview", "--json", "--diff")
             if preview.returncode == 0:
                 record.bump_steps = [s for s in json.loads(preview.stdout)["steps"] if s["op"] != "same"]

@@ -18,6 +18,7 @@ from settings.model import StackConfig
 from shared import network_policies as np
 from tests.conftest import DevRunner, config_with
 from tests.network_reachability import Pod, address_pods, allowed, pods_of, reachable
+from workloads import vllm_listeners
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -31,11 +32,22 @@ def _pod_address(cidr: str, offset: int) -> str:
     return str(ipaddress.ip_network(cidr)[-offset])
 
 
+def with_listeners(pod: Pod) -> Pod:
+    """A vLLM pod with every port its programs open upstream (workloads/vllm_listeners.py), declared
+    or not: a range stands as its first port (the kernel's ephemeral range as 32768)."""
+    role = pod.role.removeprefix("vllm-")
+    if not pod.role.startswith("vllm-") or role not in vllm_listeners.EVERY_POD:
+        return pod
+    opened = {listener.port: listener.name for listener in vllm_listeners.opened_by(role)}
+    return Pod(pod.namespace, pod.role, pod.group, pod.labels, {**opened, **pod.ports}, pod.address)
+
+
 def matrix(plan: engine.PlanResult, config: StackConfig) -> set[str]:
     net = config.network
     bodies = _bodies(plan)
     policies = [b for b in bodies if b["kind"] == "NetworkPolicy"]
-    targets = address_pods([pod for body in bodies for pod in pods_of(body)], str(net.pod_cidr))
+    modelled = [with_listeners(pod) for body in bodies for pod in pods_of(body)]
+    targets = address_pods(modelled, str(net.pod_cidr))
     pod_range = str(net.pod_cidr)
     outsiders = [
         Pod("", "gateway proxy", None, {}, address=str(ipaddress.ip_network(str(net.proxy_cidr))[5])),
@@ -50,6 +62,10 @@ def matrix(plan: engine.PlanResult, config: StackConfig) -> set[str]:
 
 # What each stack's pods accept, by source (the design in shared/network_policies.py and each
 # workload's `network_allowances`). "same group": pods of one LWS group or JobSet child Job.
+# vLLM pods carry every port their programs open (workloads/vllm_listeners.py): 32768 stands for
+# the kernel's ephemeral range (tpu-inference's bulk-transport listeners, Ray's node ports),
+# 10002 for Ray's worker range. Decode pods reach every prefill port: the KV pull needs the
+# ephemeral ones, which no policy can name.
 EXPECTED = {
     "dev": {
         "gateway proxy -> pd-disaggregation-epp:9002",
@@ -68,39 +84,67 @@ EXPECTED = {
         "prometheus -> pd-disaggregation-epp:9090",
         "prometheus -> vllm-decode leader:8200",
         "prometheus -> vllm-prefill leader:8000",
+        "serving-smoke-test -> vllm-decode leader:8200",
         "serving-smoke-test -> vllm-prefill leader:8000",
+        "vllm-decode leader (same group) -> vllm-decode worker:10002",
+        "vllm-decode leader (same group) -> vllm-decode worker:32768",
+        "vllm-decode leader (same group) -> vllm-decode worker:52365",
         "vllm-decode leader (same group) -> vllm-decode worker:8431",
         "vllm-decode leader (same group) -> vllm-decode worker:9100",
-        "vllm-decode leader (same group) -> vllm-decode worker:9600",
+        "vllm-decode leader -> vllm-prefill leader:10001",
+        "vllm-decode leader -> vllm-prefill leader:10002",
+        "vllm-decode leader -> vllm-prefill leader:32768",
+        "vllm-decode leader -> vllm-prefill leader:52365",
+        "vllm-decode leader -> vllm-prefill leader:6379",
         "vllm-decode leader -> vllm-prefill leader:8000",
+        "vllm-decode leader -> vllm-prefill leader:8431",
         "vllm-decode leader -> vllm-prefill leader:9100",
         "vllm-decode leader -> vllm-prefill leader:9600",
+        "vllm-decode leader -> vllm-prefill worker:10002",
+        "vllm-decode leader -> vllm-prefill worker:32768",
+        "vllm-decode leader -> vllm-prefill worker:52365",
+        "vllm-decode leader -> vllm-prefill worker:8431",
         "vllm-decode leader -> vllm-prefill worker:9100",
         "vllm-decode leader -> vllm-prefill worker:9600",
+        "vllm-decode worker (same group) -> vllm-decode leader:10001",
+        "vllm-decode worker (same group) -> vllm-decode leader:10002",
+        "vllm-decode worker (same group) -> vllm-decode leader:32768",
+        "vllm-decode worker (same group) -> vllm-decode leader:52365",
+        "vllm-decode worker (same group) -> vllm-decode leader:6379",
         "vllm-decode worker (same group) -> vllm-decode leader:8000",
         "vllm-decode worker (same group) -> vllm-decode leader:8200",
         "vllm-decode worker (same group) -> vllm-decode leader:8431",
         "vllm-decode worker (same group) -> vllm-decode leader:9100",
-        "vllm-decode worker (same group) -> vllm-decode leader:9600",
+        "vllm-decode worker -> vllm-prefill leader:10001",
+        "vllm-decode worker -> vllm-prefill leader:10002",
+        "vllm-decode worker -> vllm-prefill leader:32768",
+        "vllm-decode worker -> vllm-prefill leader:52365",
+        "vllm-decode worker -> vllm-prefill leader:6379",
+        "vllm-decode worker -> vllm-prefill leader:8000",
+        "vllm-decode worker -> vllm-prefill leader:8431",
         "vllm-decode worker -> vllm-prefill leader:9100",
         "vllm-decode worker -> vllm-prefill leader:9600",
+        "vllm-decode worker -> vllm-prefill worker:10002",
+        "vllm-decode worker -> vllm-prefill worker:32768",
+        "vllm-decode worker -> vllm-prefill worker:52365",
+        "vllm-decode worker -> vllm-prefill worker:8431",
         "vllm-decode worker -> vllm-prefill worker:9100",
         "vllm-decode worker -> vllm-prefill worker:9600",
+        "vllm-prefill leader (same group) -> vllm-prefill worker:10002",
+        "vllm-prefill leader (same group) -> vllm-prefill worker:32768",
+        "vllm-prefill leader (same group) -> vllm-prefill worker:52365",
         "vllm-prefill leader (same group) -> vllm-prefill worker:8431",
         "vllm-prefill leader (same group) -> vllm-prefill worker:9100",
         "vllm-prefill leader (same group) -> vllm-prefill worker:9600",
-        "vllm-prefill leader -> vllm-decode leader:9100",
-        "vllm-prefill leader -> vllm-decode leader:9600",
-        "vllm-prefill leader -> vllm-decode worker:9100",
-        "vllm-prefill leader -> vllm-decode worker:9600",
+        "vllm-prefill worker (same group) -> vllm-prefill leader:10001",
+        "vllm-prefill worker (same group) -> vllm-prefill leader:10002",
+        "vllm-prefill worker (same group) -> vllm-prefill leader:32768",
+        "vllm-prefill worker (same group) -> vllm-prefill leader:52365",
+        "vllm-prefill worker (same group) -> vllm-prefill leader:6379",
         "vllm-prefill worker (same group) -> vllm-prefill leader:8000",
         "vllm-prefill worker (same group) -> vllm-prefill leader:8431",
         "vllm-prefill worker (same group) -> vllm-prefill leader:9100",
         "vllm-prefill worker (same group) -> vllm-prefill leader:9600",
-        "vllm-prefill worker -> vllm-decode leader:9100",
-        "vllm-prefill worker -> vllm-decode leader:9600",
-        "vllm-prefill worker -> vllm-decode worker:9100",
-        "vllm-prefill worker -> vllm-decode worker:9600",
     },
     "saxml-v5e": {
         "gateway proxy -> sax-http:8888",
@@ -221,3 +265,88 @@ def test_the_model_follows_the_networkpolicy_rules() -> None:
         },
     }
     assert allowed([deny, named], same_ns, web, 80)
+
+
+# Who stands for each kind of source a listener names (workloads/vllm_listeners.py).
+SOURCES = {
+    vllm_listeners.POOL_CLIENTS: ("gateway proxy", "health checker", "pd-disaggregation-epp"),
+    vllm_listeners.PROMETHEUS: ("prometheus",),
+    vllm_listeners.DECODE_PEERS: ("vllm-decode leader", "vllm-decode worker"),
+    vllm_listeners.SMOKE_TEST: ("serving-smoke-test",),
+}
+
+
+def _required(listener: vllm_listeners.Listener, target: str) -> set[str]:
+    """The lines a listener opened on `target` ("prefill leader") must appear as."""
+    lines = set()
+    for kind in listener.reached_by:
+        if kind == vllm_listeners.DECODE_PEERS and target not in vllm_listeners.PREFILL:
+            continue  # decode dials the prefill side's listeners only
+        for source in SOURCES.get(kind, ()):
+            if source != f"vllm-{target}":
+                lines.add(f"{source} -> vllm-{target}:{listener.port}")
+        if kind == vllm_listeners.GROUP:
+            role, part = target.split(" ")
+            other = {"leader": "worker", "worker": "leader"}[part]
+            lines.add(f"vllm-{role} {other} (same group) -> vllm-{target}:{listener.port}")
+    return lines
+
+
+def _all_required() -> set[str]:
+    return {
+        line
+        for listener in vllm_listeners.LISTENERS
+        for target in listener.opened_by
+        for line in _required(listener, target)
+    }
+
+
+def test_every_listener_upstream_opens_is_reachable_by_who_connects_to_it() -> None:
+    """Each flow a pinned program makes (its listener, the peers that dial it) is admitted: the
+    bulk-transport and Ray ports bound to port 0 included, where a port list would drop them."""
+    found = matrix(engine.run_stack("dev"), _config("dev"))
+    required = _all_required()
+    assert sorted(required - found) == []
+
+
+def test_only_decode_pods_reach_prefill_ports_nobody_dials() -> None:
+    """The price of ports the kernel picks: decode pods reach every prefill port. A group's own
+    pods reach every port of the group (Ray, the TPU runtime). Nothing else reaches a vLLM port
+    that no listener's peers need."""
+    found = matrix(engine.run_stack("dev"), _config("dev"))
+    required = _all_required()
+    vllm = {line for line in found if " -> vllm-" in line}
+    extra = vllm - required
+    by_design = [line for line in extra if "(same group)" in line or line.startswith("vllm-decode ")]
+    assert all(" -> vllm-prefill " in line for line in by_design if "(same group)" not in line), by_design
+    assert sorted(extra - set(by_design)) == []
+    assert not [line for line in found if line.startswith("vllm-prefill") and " -> vllm-decode" in line]
+
+
+def test_every_declared_vllm_port_is_an_upstream_listener(dev_plan: engine.PlanResult) -> None:
+    """A container port with no upstream source is a guess; a fixed listener the pod opens but does not
+    declare is fine (policies admit by number), except those GKE reads by declaration."""
+    bodies = [b for b in _bodies(dev_plan) if b["kind"] == "LeaderWorkerSet"]
+    for body in bodies:
+        for pod in pods_of(body):
+            role = pod.role.removeprefix("vllm-")
+            opened = {(listener.port, listener.name) for listener in vllm_listeners.opened_by(role)}
+            ports = {port for port, _name in opened}
+            assert set(pod.ports) <= ports, (pod.role, sorted(set(pod.ports) - ports))
+            assert vllm_listeners.TPU_RUNTIME_METRICS_PORT in pod.ports, pod.role
+
+
+def test_a_listener_the_policies_miss_fails_the_design_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check is live: a new upstream listener on prefill pods that only the gateway may reach
+    is not admitted from the gateway by today's policies, and the required-flows test names it."""
+    extra = vllm_listeners.Listener(
+        "new-upstream-port",
+        (7777, 7777),
+        vllm_listeners.PREFILL,
+        frozenset({vllm_listeners.POOL_CLIENTS}),
+        "a future release",
+    )
+    monkeypatch.setattr(vllm_listeners, "LISTENERS", (*vllm_listeners.LISTENERS, extra))
+    found = matrix(engine.run_stack("dev"), _config("dev"))
+    missing = _required(extra, "prefill leader") - found
+    assert "gateway proxy -> vllm-prefill leader:7777" in missing

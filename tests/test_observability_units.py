@@ -74,7 +74,7 @@ def vllm_lws(role: str) -> dict[str, Any]:
         machine_vcpus=224,
         machine_memory_gib=960,
         image="docker.io/vllm/vllm-tpu:v0.26.0",
-        sidecar_image="ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0",
+        sidecar_image="ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0",
         service_account="vllm-model-server",
         bucket="weights",
         log_level="INFO",

@@ -531,10 +531,13 @@ def test_workload_images_must_be_pinned(
         pod = p
         for key in leader:
             pod = pod[key]
-        pod["initContainers"][0]["image"] = "ghcr.io/llm-d/llm-d-routing-sidecar"
+        pod["initContainers"][0]["image"] = "ghcr.io/llm-d/llm-d-router-disagg-sidecar"
 
     [message] = messages(pinned_images, decode, broken(decode, untag_sidecar), form=form)
-    assert "LeaderWorkerSet 'decode-lws'" in message and "'ghcr.io/llm-d/llm-d-routing-sidecar' has no tag" in message
+    assert (
+        "LeaderWorkerSet 'decode-lws'" in message
+        and "'ghcr.io/llm-d/llm-d-router-disagg-sidecar' has no tag" in message
+    )
 
     jobset = saxml.one(JOBSET, "model-server-set")
 
@@ -812,7 +815,9 @@ _TAGS = st.one_of(
 def test_settings_and_pack_agree_on_every_image(dev: engine.PlanResult, tag: str, digest: bool) -> None:
     image = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{tag}" + (f"@sha256:{'a' * 64}" if digest else "")
     try:
-        Versions.model_validate({"endpointPickerImage": image})
+        # The sidecar of the same release, so only the picker's own pin decides.
+        sidecar = image.replace("-endpoint-picker", "-disagg-sidecar")
+        Versions.model_validate({"endpointPickerImage": image, "routingSidecarImage": sidecar})
         accepted = True
     except ValidationError:
         accepted = False

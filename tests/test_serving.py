@@ -54,12 +54,11 @@ def test_vllm_command_line_matches_golden(dev_plan: PlanResult, role: str) -> No
 
 def test_tensor_parallelism_follows_the_slice(run_dev: DevRunner) -> None:
     plan = run_dev(
-        {"serving": {"prefill": {"topology": "2x2x4", "replicas": 2}, "decode": {"topology": "2x2x1", "replicas": 2}}}
+        {"serving": {"prefill": {"topology": "2x2x4", "replicas": 2}, "decode": {"topology": "2x2x4", "replicas": 2}}}
     )
-    assert "--tensor-parallel-size=32" in leader(plan, "prefill")["command"][2]
-    assert "--tensor-parallel-size=8" in leader(plan, "decode")["command"][2]
-    assert lws(plan, "prefill")["spec"]["leaderWorkerTemplate"]["size"] == 4
-    assert lws(plan, "decode")["spec"]["leaderWorkerTemplate"]["size"] == 1
+    for role in ("prefill", "decode"):
+        assert "--tensor-parallel-size=32" in leader(plan, role)["command"][2]
+        assert lws(plan, role)["spec"]["leaderWorkerTemplate"]["size"] == 4
     override = run_dev({"serving": {"vllm": {"tensorParallelSize": 8}}})
     assert "--tensor-parallel-size=8" in leader(override, "prefill")["command"][2]
 
@@ -101,7 +100,9 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
     assert f'"kv_role":"{kv_role}"' in script
     assert f"--port={port}" in script
     assert "gs://example-model-weights/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/" in script
-    assert {p["containerPort"] for p in lead["ports"]} == {port, 9100, 9600, 8431}
+    # The side channel is the producer's alone (workloads/vllm_listeners.py: tpu_connector.py:505-513).
+    side_channel = {9600} if role == "prefill" else set()
+    assert {p["containerPort"] for p in lead["ports"]} == {port, 9100, 8431} | side_channel
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert lead[probe]["httpGet"] == {"path": "/health", "port": port}
     # Sized for a model that takes tens of minutes to load.
@@ -111,9 +112,13 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
 def test_decode_leader_has_the_pinned_routing_sidecar(dev_plan: PlanResult) -> None:
     spec = lws(dev_plan, "decode")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     (sidecar,) = spec["initContainers"]
-    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+    # The P/D sidecar of the picker's own llm-d-router release, with that release's flags.
+    assert sidecar["image"] == "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"
     assert sidecar["restartPolicy"] == "Always"
     assert "--port=8000" in sidecar["args"] and "--vllm-port=8200" in sidecar["args"]
+    assert "--kv-connector=nixlv2" in sidecar["args"]
+    # Guaranteed: its restart would restart the whole group.
+    assert sidecar["resources"]["requests"] == sidecar["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
     assert "initContainers" not in lws(dev_plan, "prefill")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
 
 
@@ -296,9 +301,11 @@ def test_smoke_test_job(dev_plan: PlanResult) -> None:
     assert env == {
         "SMOKE_BASE_URL": f"http://{PLACEHOLDER_GATEWAY_IP}",
         "SMOKE_MODEL": "Qwen/Qwen3.5-397B-A17B-FP8",
-        "SMOKE_DEADLINE_SECONDS": "3600",
+        "SMOKE_DEADLINE_SECONDS": "18600",  # domain/serving_budget.py
         # Proves a prefill pod did the prefill: the headless Service of the prefill leaders.
         "SMOKE_PREFILL_METRICS_URL": "http://vllm-prefill-leaders.llm-d-pd-disaggregation.svc.cluster.local:8000/metrics",
+        # Proves decode took the prompt's KV from prefill: the decode leaders' own vLLM port.
+        "SMOKE_DECODE_METRICS_URL": "http://vllm-decode-leaders.llm-d-pd-disaggregation.svc.cluster.local:8200/metrics",
     }
     assert container["image"].startswith("python:3.12.13-slim@sha256:")
     assert job.get("spec.backoffLimit") == 0

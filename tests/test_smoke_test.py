@@ -53,6 +53,8 @@ _PROGRAM_ENV = tuple(
         "MAX_BACKOFF_SECONDS",
         "PROMPT",
         "MAX_TOKENS",
+        "PREFILL_METRICS_URL",
+        "DECODE_METRICS_URL",
     )
 )
 
@@ -534,6 +536,73 @@ def test_bad_arguments_exit_2(argv: list[str], env: dict[str, str], message: str
     assert run.code == 2
     assert run.summary == {"ok": False, "base_url": None, "model": None, "error": run.summary["error"], "results": []}
     assert message in run.summary["error"]
+
+
+def _decode_metrics(external: list[float], local: list[float]) -> Callable[[str, float], smoke.Response]:
+    """A decode leader's /metrics (vLLM v0.26.0 with TPUConnectorHMA) read in turn.
+
+    At the i-th read its external_kv_transfer prompt tokens are external[i] and its local_compute ones
+    local[i] (the last of each repeats); the TPU connector's series stay at 0, as HMA leaves them.
+    """
+    reads = [iter(external), iter(local)]
+    figures = [external[0], local[0]]
+    by_source = smoke.PROMPT_TOKENS_BY_SOURCE_METRIC
+
+    def get(url: str, timeout: float) -> smoke.Response:
+        assert url == "http://127.0.0.9:8000/metrics" and timeout > 0
+        figures[:] = [next(read, last) for read, last in zip(reads, figures, strict=True)]
+        text = (
+            f'{by_source}{{engine="0",model_name="m",source="local_compute"}} {figures[1]}\n'
+            f'{by_source}{{engine="0",model_name="m",source="local_cache_hit"}} 0.0\n'
+            f'{by_source}{{engine="0",model_name="m",source="external_kv_transfer"}} {figures[0]}\n'
+            f'{smoke.KV_TRANSFER_COUNT_METRIC}{{engine="0",model_name="m"}} 0.0\n'
+            f'{smoke.KV_FAILED_TRANSFERS_METRIC}{{engine="0",model_name="m"}} 0.0\n'
+        )
+        return smoke.Response(status=200, body=text.encode())
+
+    return get
+
+
+@pytest.mark.parametrize(
+    ("external", "local", "sleeps", "error"),
+    [
+        # Read before, read after, then polled every DECODE_POLL_SECONDS until the prompt's tokens show up.
+        ([120.0, 120.0, 120.0, 632.0], [40.0], [0.5, 0.5], None),
+        # Never show up: polled for DECODE_SETTLE_SECONDS, then flat; the next attempt would pass the deadline.
+        ([120.0], [40.0], [0.5] * 9, "local_compute 40 -> 40: decode counted no new prompt)"),
+        # Decode computed the prompt itself (the sidecar's decode-only fallback): its stats are in, no poll.
+        ([120.0], [40.0, 552.0], [], "decode computed the prompt itself: local_compute 40 -> 552)"),
+    ],
+)
+def test_decode_metrics_are_polled_until_the_prompt_shows_up(
+    server: ScriptedServer, external: list[float], local: list[float], sleeps: list[float], error: str | None
+) -> None:
+    clock = FakeClock()
+    logs: list[str] = []
+    out = io.StringIO()
+    runtime = smoke.Runtime(
+        get=_decode_metrics(external, local),
+        resolve=lambda host, port: ["127.0.0.9"],
+        now=clock.now,
+        sleep=clock.sleep,
+        rand=lambda: 0.0,
+        log=logs.append,
+    )
+    argv = args(server.url, "--deadline-seconds", "6", "--decode-metrics-url", "http://decode.test:8000/metrics")
+    argv += ["--initial-backoff-seconds", "10", "--max-backoff-seconds", "10"]  # one attempt only
+    code = smoke.main(argv, env={}, runtime=runtime, out=out)
+
+    assert clock.sleeps == sleeps
+    kv = json.loads(out.getvalue())["results"][-1]
+    ok = error is None
+    assert (code == 0, kv["ok"], kv["attempts"]) == (ok, ok, 1), kv
+    if error is not None:
+        assert kv["error"].startswith(
+            f"no KV transferred to the decode leaders ({smoke.EXTERNAL_KV_SERIES} 120 -> 120; {error}"
+        ), kv
+        assert logs[-2].endswith("; giving up")
+    assert server.paths()[-1] == smoke.COMPLETIONS_PATH  # the long prompt
+    assert len(server.received[-1].body["prompt"].encode()) >= smoke.PREFILL_PROMPT_BYTES
 
 
 # ---------------------------------------------------------------------------

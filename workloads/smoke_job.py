@@ -39,8 +39,10 @@ class SmokeJobArgs:
     deadline_seconds: int
     serving_spec: object  # whatever defines the serving stack: a change re-runs the test
     depends_on: Sequence[pulumi.Resource] = ()
-    # Disaggregated serving: the prefill leaders' /metrics, so the test proves a prefill happened.
+    # Disaggregated serving: the prefill leaders' /metrics, so the test proves a prefill happened,
+    # and the decode leaders' vLLM /metrics, so it proves decode took the prompt's KV from prefill.
     prefill_metrics_url: str | None = None
+    decode_metrics_url: str | None = None
 
 
 class SmokeJob(pulumi.ComponentResource):
@@ -98,13 +100,12 @@ class SmokeJob(pulumi.ComponentResource):
                                     core.EnvVarArgs(name="SMOKE_MODEL", value=args.model),
                                     core.EnvVarArgs(name="SMOKE_DEADLINE_SECONDS", value=str(args.deadline_seconds)),
                                     *(
-                                        [
-                                            core.EnvVarArgs(
-                                                name="SMOKE_PREFILL_METRICS_URL", value=args.prefill_metrics_url
-                                            )
-                                        ]
-                                        if args.prefill_metrics_url
-                                        else []
+                                        core.EnvVarArgs(name=name, value=url)
+                                        for name, url in (
+                                            ("SMOKE_PREFILL_METRICS_URL", args.prefill_metrics_url),
+                                            ("SMOKE_DECODE_METRICS_URL", args.decode_metrics_url),
+                                        )
+                                        if url
                                     ),
                                 ],
                                 resources=core.ResourceRequirementsArgs(

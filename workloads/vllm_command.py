@@ -11,14 +11,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from domain.serving_budget import ENGINE_READY_TIMEOUT_SECONDS, RAY_INIT_TIMEOUT_SECONDS
 from shared.ports import DECODE_VLLM_PORT, POOL_PORT
+from workloads.vllm_listeners import KV_TRANSFER_PORT, SIDE_CHANNEL_PORT
 
 Role = Literal["prefill", "decode"]
 
-KV_TRANSFER_PORT = 9100
-SIDE_CHANNEL_PORT = 9600
 MULTI_NODE_SCRIPT = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"
-RAY_INIT_TIMEOUT_SECONDS = 1800
 
 
 @dataclass(frozen=True)
@@ -95,13 +94,6 @@ def worker_script() -> str:
         f"set -e\nexec bash {MULTI_NODE_SCRIPT} worker --ray_address=$(LWS_LEADER_ADDRESS) "
         f"--ray_init_timeout={RAY_INIT_TIMEOUT_SECONDS}\n"
     )
-
-
-# How long the API server waits for the engine core to report ready (vllm/envs.py,
-# VLLM_ENGINE_READY_TIMEOUT_S, default 600 s). Loading 370 GiB over two hosts and compiling can
-# take longer; tpu-inference's own CI raises it to 1800-10800 s for large models. One hour, as
-# the startup probes allow (workloads/vllm_pd.py).
-ENGINE_READY_TIMEOUT_SECONDS = 3600
 
 
 def environment(bucket: str, log_level: str) -> list[tuple[str, str]]:

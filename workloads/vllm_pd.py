@@ -16,20 +16,23 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
 from shared import network_policies, pod_security, quantities
 from shared.kubernetes_object import KubernetesObject
 from shared.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
 from shared.ports import DECODE_VLLM_PORT, POOL_PORT
-from workloads import vllm_command
+from workloads import vllm_command, vllm_listeners
 from workloads.vllm_command import VllmServe
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+SIDECAR_RESOURCES = {"cpu": "1", "memory": "1Gi"}
 HF_SECRET = "hf-token"
 
-# A 397B model streams from GCS and compiles for tens of minutes: allow an hour to start.
-STARTUP_PERIOD_SECONDS = 30
-STARTUP_FAILURES = 120
+# The leader's startup probe outlasts its own script: Ray's wait for the workers, then the
+# engine's (domain/serving_budget.py).
+STARTUP_PERIOD_SECONDS = BUDGET.probe_period_seconds
+STARTUP_FAILURES = BUDGET.startup_failures
 
 
 @dataclass(frozen=True)
@@ -65,25 +68,39 @@ def pool_selector(guide: str) -> dict[str, str]:
 
 
 PREFILL_METRICS_SERVICE = "vllm-prefill-leaders"
+DECODE_METRICS_SERVICE = "vllm-decode-leaders"
+# The port each role's vLLM serves /metrics on: decode's vLLM sits behind the sidecar's pool port.
+METRICS_PORTS = {"prefill": POOL_PORT, "decode": DECODE_VLLM_PORT}
+METRICS_SERVICES = {"prefill": PREFILL_METRICS_SERVICE, "decode": DECODE_METRICS_SERVICE}
 
 
-def prefill_metrics_service_body(guide: str, namespace: str) -> dict[str, Any]:
-    """A headless Service of the prefill leaders: one DNS address per ready leader, so the smoke
-    test can read every prefill pod's prompt-token counter (pods/smoke_test.py)."""
+def metrics_service_body(guide: str, namespace: str, role: str) -> dict[str, Any]:
+    """A headless Service of one role's leaders: one DNS address per ready leader, so the smoke
+    test can read every leader's vLLM counters (pods/smoke_test.py): prompt tokens on prefill, the
+    prompt tokens decode took from the KV connector on decode."""
+    port = METRICS_PORTS[role]
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": PREFILL_METRICS_SERVICE, "namespace": namespace, "labels": dict(COMMON_LABELS)},
+        "metadata": {"name": METRICS_SERVICES[role], "namespace": namespace, "labels": dict(COMMON_LABELS)},
         "spec": {
             "clusterIP": "None",
-            "selector": {**pool_selector(guide), ROLE_LABEL: "prefill"},
-            "ports": [{"name": "metrics", "port": POOL_PORT, "targetPort": POOL_PORT}],
+            "selector": {**pool_selector(guide), ROLE_LABEL: role},
+            "ports": [{"name": "metrics", "port": port, "targetPort": port}],
         },
     }
 
 
+def metrics_url(namespace: str, role: str) -> str:
+    return f"http://{METRICS_SERVICES[role]}.{namespace}.svc.cluster.local:{METRICS_PORTS[role]}/metrics"
+
+
 def prefill_metrics_url(namespace: str) -> str:
-    return f"http://{PREFILL_METRICS_SERVICE}.{namespace}.svc.cluster.local:{POOL_PORT}/metrics"
+    return metrics_url(namespace, "prefill")
+
+
+def decode_metrics_url(namespace: str) -> str:
+    return metrics_url(namespace, "decode")
 
 
 def network_allowances(
@@ -98,21 +115,21 @@ def network_allowances(
     - the gateway's proxies and Google's probers: the pool port of the leaders (the pool's
       members), which is where the HealthCheckPolicy probes;
     - the endpoint picker: the pool port, whose /metrics it scores pods by;
-    - the decode leader's routing sidecar: the prefill leaders' pool port (it sends the prefill
-      there before decoding locally, llm-d-routing-sidecar);
-    - prefill and decode pods: each other's KV-transfer and side-channel ports, which both
-      sides of tpu-inference's TPU connector listen on;
+    - the decode pods: every port of the prefill pods. Decode host k pulls its KV from prefill host
+      k through the transfer server, the bulk-transport listeners tpu-inference binds to port 0
+      and the side channel, and the decode leader's sidecar sends the prefill to a prefill leader
+      (workloads/vllm_listeners.py says where each is opened). A NetworkPolicy cannot name the
+      ports the kernel picks, so this one source is admitted on all TCP ports; prefill never
+      connects to decode, so nothing is admitted the other way;
     - Managed Prometheus: the vLLM metrics port of each leader (observability/pod_monitoring.py);
     - the pods of one LWS group: each other on every port (Ray's head and workers, JAX), and
       no other group's;
-    - the smoke test: the prefill leaders' metrics, to prove a prefill pod did the prefill.
+    - the smoke test: each role's vLLM metrics, to prove a prefill pod did the prefill and the
+      decode pod took its KV.
     """
     leaders = pool_selector(guide)
-    prefill_leaders = {**leaders, ROLE_LABEL: "prefill"}
-    decode_leaders = {**leaders, ROLE_LABEL: "decode"}
     gateway = network_policies.addresses([proxy_cidr, *network_policies.HEALTH_CHECK_RANGES])
     prometheus = network_policies.gmp_collectors()
-    kv_ports = (vllm_command.KV_TRANSFER_PORT, vllm_command.SIDE_CHANNEL_PORT)
     allowances = [
         network_policies.Allowance("vllm-pool-from-gateway", leaders, (gateway,), (POOL_PORT,)),
         network_policies.Allowance("vllm-pool-from-picker", leaders, (network_policies.pods(picker),), (POOL_PORT,)),
@@ -120,24 +137,18 @@ def network_allowances(
     if "prefill" in replicas and "decode" in replicas:
         prefill = {GUIDE_LABEL: guide, ROLE_LABEL: "prefill"}
         decode = {GUIDE_LABEL: guide, ROLE_LABEL: "decode"}
-        allowances += [
+        allowances.append(
             network_policies.Allowance(
-                "vllm-prefill-from-decode-sidecar",
-                prefill_leaders,
-                (network_policies.pods(decode_leaders),),
-                (POOL_PORT,),
-            ),
-            network_policies.Allowance("vllm-kv-to-prefill", prefill, (network_policies.pods(decode),), kv_ports),
-            network_policies.Allowance("vllm-kv-to-decode", decode, (network_policies.pods(prefill),), kv_ports),
-        ]
-    metrics_ports = {"prefill": POOL_PORT, "decode": DECODE_VLLM_PORT}
+                "vllm-prefill-from-decode", prefill, (network_policies.pods(decode),), all_tcp=True
+            )
+        )
     for role in replicas:
         allowances.append(
             network_policies.Allowance(
                 f"vllm-{role}-metrics-from-prometheus",
                 {**leaders, ROLE_LABEL: role},
                 (prometheus,),
-                (metrics_ports[role],),
+                (METRICS_PORTS[role],),
             )
         )
     for role, count in replicas.items():
@@ -147,15 +158,17 @@ def network_allowances(
             network_policies.LWS_GROUP_INDEX_LABEL,
             count,
         )
-    if smoke_test_job is not None and "prefill" in replicas:
-        allowances.append(
-            network_policies.Allowance(
-                "vllm-prefill-metrics-from-smoke-test",
-                prefill_leaders,
-                (network_policies.pods({network_policies.JOB_NAME_LABEL: smoke_test_job}),),
-                (POOL_PORT,),
+    if smoke_test_job is not None:
+        smoke = network_policies.pods({network_policies.JOB_NAME_LABEL: smoke_test_job})
+        for role in replicas:
+            allowances.append(
+                network_policies.Allowance(
+                    f"vllm-{role}-metrics-from-smoke-test",
+                    {**leaders, ROLE_LABEL: role},
+                    (smoke,),
+                    (METRICS_PORTS[role],),
+                )
             )
-        )
     return allowances
 
 
@@ -182,12 +195,17 @@ def _resources(args: VllmPdArgs, chips: int) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-KV_PORTS = [
-    {"name": "tpu-kv-transfer", "containerPort": vllm_command.KV_TRANSFER_PORT},
-    {"name": "tpu-pd-coord", "containerPort": vllm_command.SIDE_CHANNEL_PORT},
-    # GKE reports TPU duty cycle and HBM use only for containers that declare the runtime's metrics port.
-    {"name": "tpu-metrics", "containerPort": 8431},
-]
+def _declared_ports(pod: str) -> list[dict[str, Any]]:
+    """The fixed ports of workloads/vllm_listeners.py a pod's vLLM container opens, named. GKE
+    reports TPU duty cycle and HBM use only for containers that declare the runtime's port."""
+    return [
+        {"name": listener.name, "containerPort": listener.port}
+        for listener in vllm_listeners.opened_by(pod)
+        if not listener.ephemeral and listener.name in DECLARED
+    ]
+
+
+DECLARED = ("tpu-kv-transfer", "tpu-pd-coord", "tpu-metrics")
 
 
 def _pod_spec(args: VllmPdArgs, container: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +244,10 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
 
     leader = _container(args, "vllm-leader", vllm_command.leader_script(plan.serve), chips)
     port = plan.serve.port
-    leader["ports"] = [{"name": "modelserver" if role == "prefill" else "vllm", "containerPort": port}, *KV_PORTS]
+    leader["ports"] = [
+        {"name": "modelserver" if role == "prefill" else "vllm", "containerPort": port},
+        *_declared_ports(f"{role} leader"),
+    ]
     leader["startupProbe"] = _probe("/health", port, STARTUP_PERIOD_SECONDS, STARTUP_FAILURES)
     leader["readinessProbe"] = _probe("/health", port, 10, 3)
     leader["livenessProbe"] = _probe("/health", port, 30, 5)
@@ -238,14 +259,21 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
                 "name": "routing-proxy",
                 "image": args.sidecar_image,
                 "restartPolicy": "Always",
+                # Flags of llm-d-router v0.9.0 pkg/sidecar/proxy/options.go (`--connector` is
+                # deprecated there for `--kv-connector`); it listens on --port alone
+                # (pkg/sidecar/proxy/proxy_helpers.go `net.Listen`).
                 "args": [
                     f"--port={POOL_PORT}",
                     f"--vllm-port={DECODE_VLLM_PORT}",
-                    "--connector=nixlv2",
+                    "--kv-connector=nixlv2",
                     "--zap-log-level=1",
                     "--secure-proxy=false",
                 ],
                 "ports": [{"name": "modelserver", "containerPort": POOL_PORT, "protocol": "TCP"}],
+                # A native sidecar's restart restarts the group (LWS v0.8.0 pkg/utils/pod/pod_utils.go
+                # counts it as a container restart): requests equal to limits, so the kubelet never
+                # evicts it first and its memory has room for long prompts in flight.
+                "resources": {"requests": dict(SIDECAR_RESOURCES), "limits": dict(SIDECAR_RESOURCES)},
                 "readinessProbe": {"tcpSocket": {"port": POOL_PORT}, "periodSeconds": 10},
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
@@ -256,7 +284,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
             }
         ]
     worker = _container(args, "vllm-worker", vllm_command.worker_script(), chips)
-    worker["ports"] = list(KV_PORTS)
+    worker["ports"] = _declared_ports(f"{role} worker")
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
@@ -297,7 +325,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
 
 class VllmPd(pulumi.ComponentResource):
     sets: dict[str, KubernetesObject]
-    prefill_metrics: KubernetesObject | None
+    metrics_services: dict[str, KubernetesObject]
 
     def __init__(self, name: str, args: VllmPdArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:workloads:VllmPd", name, None, opts)
@@ -322,11 +350,13 @@ class VllmPd(pulumi.ComponentResource):
             )
             for plan in args.roles
         }
-        self.prefill_metrics = None
-        if "prefill" in self.sets:
-            self.prefill_metrics = KubernetesObject(
-                "prefill-metrics-service",
-                prefill_metrics_service_body(args.guide, args.namespace),
+        # The prefill Service keeps the resource name it had alone: a new name would replace it.
+        self.metrics_services = {
+            role: KubernetesObject(
+                f"{role}-metrics-service",
+                metrics_service_body(args.guide, args.namespace, role),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends),
             )
+            for role in self.sets
+        }
         self.register_outputs({"leaderWorkerSets": [f"vllm-{role}" for role in self.sets]})

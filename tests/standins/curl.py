@@ -1,72 +1,59 @@
-"""Stand-in `curl` for the inference-CRD Command: raw.githubusercontent.com, served from the shared CRDs.
+"""Stand-in `curl` for the inference-CRD Command: raw.githubusercontent.com, served from the Go module cache.
 
 The Command (k8s/inference_crds.py) downloads the Gateway API Inference Extension CRD files the
 program owns at a pinned commit with `curl -fsSL --retry 5 URL -o FILE`, checks the sha256 it
-knows, and applies them with kubectl. GitHub cannot be reached here. This stand-in answers only
-such URLs: the commit names the release (domain/inference_releases.py), and the file is read from
-$TPU_SLICING_CRDS/gateway-api-inference-extension/<release>/ when that folder has it, so the
-Command's own checksum check runs on the upstream file. A file of the release that the folder
-lacks (the x-k8s InferenceObjective and InferenceModelRewrite CRDs, which carry no checksum and
-of which the program creates no object) is answered with a minimal CRD of that name and kind
-that keeps any field. Any other URL or option fails as an unreachable host does (exit 6).
+knows, and applies them with kubectl. GitHub cannot be reached here, but the Go module proxy
+serves the release as the module `sigs.k8s.io/gateway-api-inference-extension` at its tag, whose
+zip holds the repository's files byte for byte. This stand-in answers only such URLs: the commit
+names the release (domain/inference_releases.py), the module must come from that very commit (its
+`.info` Origin.Hash), and the file is the module's, so the Command's own checksum check runs on the
+upstream file. Any other URL or option fails as an unreachable host does (exit 6).
 
-What it cannot show: that the commit and paths exist upstream, and the x-k8s CRDs' real schemas.
+What it cannot show: GitHub's own availability and rate limits.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
-import yaml
+from domain.inference_releases import RELEASES, REPOSITORY, InferenceExtensionRelease
 
-from domain.inference_releases import RELEASES, REPOSITORY
-
-# The kinds of the CRD files a release lists without a shared copy (plural.group -> kind).
-KINDS = {
-    "inferenceobjectives.inference.networking.x-k8s.io": "InferenceObjective",
-    "inferencemodelrewrites.inference.networking.x-k8s.io": "InferenceModelRewrite",
-}
+MODULE = "sigs.k8s.io/gateway-api-inference-extension"
 UNREACHABLE = 6  # curl's "could not resolve host"
 
 
-def _minimal_crd(name: str) -> str:
-    plural, group = name.split(".", 1)
-    kind = KINDS[name]
-    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return yaml.safe_dump(
-        {
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {
-                "group": group,
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                "versions": [
-                    {
-                        "name": "v1alpha2",
-                        "served": True,
-                        "storage": True,
-                        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": open_object}}},
-                    }
-                ],
-            },
-        }
+class ModuleError(Exception):
+    pass
+
+
+@cache
+def release_dir(release: InferenceExtensionRelease) -> Path:
+    """The release's module in the Go module cache (downloaded once), checked to be its commit."""
+    done = subprocess.run(
+        ["go", "mod", "download", "-json", f"{MODULE}@{release.version}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
     )
+    info = json.loads(done.stdout or "{}")
+    if done.returncode != 0 or "Dir" not in info:
+        raise ModuleError(f"go mod download {MODULE}@{release.version}: {info.get('Error') or done.stderr.strip()}")
+    origin = json.loads(Path(info["Info"]).read_text()).get("Origin") or {}
+    if origin.get("Hash") != release.commit:
+        raise ModuleError(f"{MODULE}@{release.version} is commit {origin.get('Hash')}, pinned {release.commit}")
+    return Path(info["Dir"])
 
 
-def body(url: str) -> str | None:
+def body(url: str) -> bytes | None:
     for release in RELEASES.values():
         for crd_file in release.files:
-            if url != f"{REPOSITORY}/{release.commit}/{crd_file.path}":
-                continue
-            crds = Path(os.environ.get("TPU_SLICING_CRDS", Path(__file__).resolve().parents[3] / "shared" / "crds"))
-            shared = crds / "gateway-api-inference-extension" / release.version / Path(crd_file.path).name
-            if shared.exists():
-                return shared.read_text()
-            return _minimal_crd(crd_file.crd) if crd_file.crd in KINDS else None
+            if url == f"{REPOSITORY}/{release.commit}/{crd_file.path}":
+                return (release_dir(release) / crd_file.path).read_bytes()
     return None
 
 
@@ -83,11 +70,15 @@ def main(argv: list[str]) -> int:
                 return 2
         else:
             url = arg
-    text = body(url) if url else None
+    try:
+        text = body(url) if url else None
+    except ModuleError as err:
+        print(f"curl stand-in: {err}", file=sys.stderr)
+        return UNREACHABLE
     if text is None or out is None:
         print(f"curl: (6) Could not resolve host (stand-in serves only the pinned CRD files): {url}", file=sys.stderr)
         return UNREACHABLE
-    Path(out).write_text(text)
+    Path(out).write_bytes(text)
     return 0
 
 

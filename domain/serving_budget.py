@@ -1,0 +1,67 @@
+"""How long a disaggregated vLLM deployment may take to come up, from one set of figures.
+
+Each wait the stack sets is either an upstream program's own timeout or the sum of the waits it
+must outlast, so no deadline can end before the work it watches:
+
+- a leader's startup probe outlasts its own script: the Ray head waits for the group's workers,
+  then the API server waits for the engine core;
+- the smoke test outlasts Kueue's admission, the slice's activation, the image pull and a leader's
+  startup; `pulumi up` outlasts the smoke test.
+
+Plain Python: the settings refuse a smoke deadline below `smoke_deadline_min_seconds`, the
+workloads write the figures into the objects, and a test reads them back from those objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# vLLM's multi-node-serving.sh takes --ray_init_timeout for both the head and the workers
+# (vllm v0.26.0 examples/online_serving/multi-node-serving.sh): how long the head waits for the
+# group's workers to join. Half an hour covers a worker pod scheduled, pulled and started late.
+RAY_INIT_TIMEOUT_SECONDS = 1800
+
+# How long vLLM's API server waits for the engine core's ready message (vllm v0.26.0 vllm/envs.py,
+# VLLM_ENGINE_READY_TIMEOUT_S, default 600). tpu-inference's own multi-host runs of this model
+# family set 10800 (tpu-inference v0.26.0 scripts/multihost/nightly_benchmarking.sh) and wait up
+# to 180 minutes for the server (.buildkite/benchmark/cases/daily/Qwen3.5_397B_prefill.json,
+# SERVER_WAIT_MINS): loading ~370 GiB from GCS and the first compiles take that long.
+ENGINE_READY_TIMEOUT_SECONDS = 10800
+
+# The slice controller gives a slice this long to become active before it fails the admission
+# check: k8s/slice_controller.py passes it as `--activation-timeout`, the controller's own flag,
+# at the value GKE's dynamic-slicing guide gives (../shared/reference/dynamic-slicing.md).
+SLICE_ACTIVATION_TIMEOUT_SECONDS = 3600
+
+# Slack on top of a sum of timeouts: the probe's own period, process start, the image pull of a
+# multi-GiB vLLM image on a new node, Kueue's admission pass.
+STARTUP_MARGIN_SECONDS = 600
+ADMISSION_AND_PULL_SECONDS = 1800
+
+
+@dataclass(frozen=True)
+class ServingBudget:
+    ray_init_seconds: int = RAY_INIT_TIMEOUT_SECONDS
+    engine_ready_seconds: int = ENGINE_READY_TIMEOUT_SECONDS
+    activation_seconds: int = SLICE_ACTIVATION_TIMEOUT_SECONDS
+    startup_margin_seconds: int = STARTUP_MARGIN_SECONDS
+    admission_and_pull_seconds: int = ADMISSION_AND_PULL_SECONDS
+    probe_period_seconds: int = 30
+
+    @property
+    def startup_seconds(self) -> int:
+        """What a leader's startup probe allows from container start."""
+        return self.ray_init_seconds + self.engine_ready_seconds + self.startup_margin_seconds
+
+    @property
+    def startup_failures(self) -> int:
+        """The probe's failureThreshold at `probe_period_seconds`, rounded up."""
+        return -(-self.startup_seconds // self.probe_period_seconds)
+
+    @property
+    def smoke_deadline_min_seconds(self) -> int:
+        """The least a smoke Job started with the LeaderWorkerSets may wait for its first answer."""
+        return self.admission_and_pull_seconds + self.activation_seconds + self.startup_seconds
+
+
+BUDGET = ServingBudget()
