@@ -32,6 +32,7 @@ def dynamic_slicing(base: Foundation, allowances: Sequence[Allowance]) -> Founda
             provider=provider,
             image=versions.slice_controller_image,
             pod_cidr=str(config.network.pod_cidr),
+            kubeconfig=base.cluster.kubeconfig,
             # Also on the TPU pools, for the teardown: workloads, then the slice controller, then
             # the pools, then the cluster (tests/test_teardown.py).
             depends_on=[*controllers.ready(), tpu_pools],

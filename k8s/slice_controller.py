@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_command as command
 import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes import policy
 from pulumi_kubernetes.admissionregistration import v1 as admission
@@ -25,6 +26,7 @@ from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
 from domain.serving_budget import SLICE_ACTIVATION_TIMEOUT_SECONDS
+from k8s import slice_drain
 from shared import pod_security
 from shared.awaits import TIMEOUT_SECONDS, WAIT_FOR
 from shared.labels import COMMON_LABELS
@@ -127,6 +129,7 @@ class SliceControllerArgs:
     provider: kubernetes.Provider
     image: str
     pod_cidr: str  # the cluster's pod range: what NetworkPolicies treat as in-cluster
+    kubeconfig: pulumi.Input[str]  # for the destroy-time wait for the Slices (k8s/slice_drain.py)
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -141,6 +144,7 @@ def _meta(name: str, namespaced: bool = True) -> meta.ObjectMetaArgs:
 class SliceController(pulumi.ComponentResource):
     deployment: apps.Deployment
     webhooks: admission.MutatingWebhookConfiguration
+    drain: command.local.Command
 
     def __init__(self, name: str, args: SliceControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:SliceController", name, None, opts)
@@ -299,6 +303,18 @@ class SliceController(pulumi.ComponentResource):
             # Only once the Deployment is ready: a fail-closed webhook with no
             # server behind it would block every Job in the cluster.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.deployment]),
+        )
+        # Last child: a destroy deletes it (waiting for the Slices) after the workloads that depend
+        # on this component and before the webhooks and the manager it depends on.
+        self.drain = command.local.Command(
+            "slice-drain",
+            command.local.CommandArgs(
+                delete=slice_drain.drain_script(),
+                interpreter=["/bin/bash", "-c"],
+                environment={"KUBECONFIG_DATA": args.kubeconfig},
+                logging=command.local.Logging.STDERR,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.deployment, self.webhooks]),
         )
         self.register_outputs({"deployment": self.deployment.metadata.name})
 

@@ -16,6 +16,7 @@ LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 WEBHOOKS = "kubernetes:admissionregistration.k8s.io/v1:MutatingWebhookConfiguration"
 CONTROLLER = "kubernetes:apps/v1:Deployment"
+COMMAND = "command:local:Command"
 
 
 def _tpu_pools(plan: PlanResult) -> list:
@@ -32,6 +33,19 @@ def test_slicing_checks_are_deleted_before_the_slice_controller(run_dev: DevRunn
     plan = run_dev({"checks": {"subslicing": {"enabled": True, "replicas": 4}}})
     for jobset in plan.of_type(JOBSET):
         assert plan.depends_on(jobset, plan.one(WEBHOOKS)), jobset.name
+
+
+def test_destroy_waits_for_the_slices_between_the_workloads_and_the_slice_controller(run_dev: DevRunner) -> None:
+    """The workloads go first, then the drain (its delete waits for every Slice to be finalized),
+    then the webhooks and the manager, which the drain depends on."""
+    plan = run_dev({"checks": {"subslicing": {"enabled": True, "replicas": 2}}})
+    drain = plan.one(COMMAND, "slice-drain")
+    assert "slices.accelerator.gke.io" in drain.inputs["delete"] and not drain.inputs.get("create")
+    deployment = next(d for d in plan.of_type(CONTROLLER) if d.get("metadata.namespace") == "slice-controller-system")
+    assert plan.depends_on(drain, deployment) and plan.depends_on(drain, plan.one(WEBHOOKS))
+    for workload in [*plan.of_type(LWS), *plan.of_type(JOBSET)]:
+        assert plan.depends_on(workload, drain), workload.name
+        assert not plan.depends_on(drain, workload), workload.name
 
 
 def test_the_slice_controller_is_deleted_before_the_tpu_pools(dev_plan: PlanResult) -> None:
