@@ -34,7 +34,7 @@ from tests import control_plane as cp
 from tests import controllers as ctl
 from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gcp_provider as gcp_standin
-from tests.standins import gke_addons, gke_auth_plugin, slice_webhook
+from tests.standins import gke_addons, gke_auth_plugin, slice_admission, slice_webhook
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 PROJECT_ID = "my-tpu-project"
@@ -95,6 +95,8 @@ class Record:
     bump_steps: list[dict[str, Any]] = field(default_factory=list)
     bumped_images: set[str] = field(default_factory=set)
     left: list[str] = field(default_factory=list)  # what the API server still held after destroy
+    slices: list[str] = field(default_factory=list)  # GKE's Slice objects after up (the slice stand-in's)
+    slices_left: list[str] = field(default_factory=list)  # and after destroy
     labelled_left: list[str] = field(default_factory=list)
 
 
@@ -219,6 +221,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             }
             record.pods = plane.request("GET", "/api/v1/pods")["items"]
             record.nodes = {n["metadata"]["name"]: n for n in plane.request("GET", "/api/v1/nodes")["items"]}
+            record.slices = _slice_names(plane)
 
             unchanged = step("no-change preview", "preview", "--json", "--diff")
             if unchanged.returncode == 0:
@@ -247,6 +250,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             step("teardown up", "up", "--yes", "--skip-preview", "--policy-pack", "policy",
                  "--policy-pack-config", "policy/teardown-config.json")  # fmt: skip
             step("destroy", "destroy", "--yes", "--skip-preview")
+            record.slices_left = _slice_names(plane)
             record.left = [
                 _key(r) for r in record.state if api.get(r["apiVersion"], r["kind"], r["namespace"], r["name"])
             ]
@@ -260,6 +264,10 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             webhook.stop()
             balancers.stop()
     return record
+
+
+def _slice_names(plane: cp.ControlPlane) -> list[str]:
+    return sorted(s["metadata"]["name"] for s in plane.request("GET", slice_admission.SLICES)["items"])
 
 
 def _settle(plane: cp.ControlPlane, name: str, ws: Workspace, running: ctl.Controllers, timeout: float = 180) -> None:
@@ -465,6 +473,16 @@ def test_destroy_removes_everything_the_stack_created(lifecycle: Record) -> None
     _ok(lifecycle, "destroy")
     assert lifecycle.left == []
     assert lifecycle.labelled_left == []
+
+
+def test_destroy_keeps_the_slice_controller_until_every_slice_is_finalized(lifecycle: Record) -> None:
+    """Only a running slice controller finalizes GKE's Slices (the stand-in does, a few seconds
+    after a slice's pods are gone, while the controller's Deployment exists): the drain between the
+    workloads and the controller (k8s/slice_drain.py) holds the controller until none is left."""
+    _ok(lifecycle, "destroy")
+    if lifecycle.case.stack == "dev":
+        assert lifecycle.slices, "the serving groups formed no Slice"
+    assert lifecycle.slices_left == []
 
 
 def test_the_stack_outputs_are_what_the_cluster_reported(lifecycle: Record) -> None:

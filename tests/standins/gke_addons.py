@@ -12,6 +12,9 @@ LoadBalancer Services and Gateways their addresses; `pulumi up` waits for those 
   PodMonitoring (monitoring.googleapis.com/v1) as CRDs that keep any field: their schemas are not
   published, so here the API server checks only their names and types (tests/gke_schema.py and
   tests/gmp_schema.py check the fields offline);
+- GKE's Slice kind (`slices.accelerator.gke.io`, from --enable-slice-controller) as a cluster-scoped
+  CRD that keeps any field (no public manifest; its version here is a guess), which the slice
+  stand-in (slice_admission.py) creates and finalizes;
 - the `gke-l7-rilb` GatewayClass.
 
 `LoadBalancers` then plays the load-balancer controllers: each LoadBalancer Service gets an
@@ -37,6 +40,7 @@ import yaml
 from tests import control_plane as cp
 from tests.controllers import install_documents
 from tests.standins.poller import Poller
+from tests.standins.slice_admission import SLICE_KIND
 
 GATEWAY_API = ("gateway-api", "v1.6.1")
 GATEWAY_CLASSES = ("gke-l7-rilb",)
@@ -53,7 +57,9 @@ def _crds_root() -> Path:
     return Path(os.environ.get("TPU_SLICING_CRDS") or Path(__file__).resolve().parents[3] / "shared" / "crds")
 
 
-def _unpublished_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
+def _unpublished_crd(
+    group: str, kind: str, plural: str, version: str = "v1", scope: str = "Namespaced"
+) -> dict[str, Any]:
     open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -61,11 +67,11 @@ def _unpublished_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {
             "group": group,
-            "scope": "Namespaced",
+            "scope": scope,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
             "versions": [
                 {
-                    "name": "v1",
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
@@ -91,7 +97,10 @@ def crds(inference_extension: str) -> list[dict[str, Any]]:
             raise cp.ControlPlaneError(f"no CRDs in {folder}: set TPU_SLICING_CRDS to the shared CRD folder")
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         documents += [doc for path in files for doc in yaml.load_all(path.read_text(), Loader=loader) if doc]
-    return documents + [_unpublished_crd(*kind) for kind in UNPUBLISHED]
+    # GKE's Slice kind (--enable-slice-controller), which the slice stand-in creates and finalizes.
+    group, kind, plural, version = SLICE_KIND
+    slices = _unpublished_crd(group, kind, plural, version, scope="Cluster")
+    return [*documents, *(_unpublished_crd(*kind) for kind in UNPUBLISHED), slices]
 
 
 def install(plane: cp.ControlPlane, inference_extension: str) -> None:

@@ -18,8 +18,13 @@ its shape, one slice per LWS group or per Job of a
 JobSet, on the nodes Kueue's topology assignment gave its pods. The program's exclusive-topology
 annotations (one LWS group per slice) need that label on the nodes.
 
-What it cannot show: the real controller forms the ICI links of each admitted slice (it creates
-Slice objects for the pods' topology assignment), checks the partitions' health and may answer
+It also keeps one Slice object (`slices.accelerator.gke.io`, the kind GKE installs; a field-keeping
+CRD here, tests/standins/gke_addons.py) per live slice, with a finalizer it removes a few seconds
+after the slice's pods are gone, and only while the slice controller's Deployment exists, as only
+a running controller finalizes Slices.
+
+What it cannot show: the real controller forms the ICI links of each admitted slice (the Slice
+objects' real spec and status, their names, their scope), checks the partitions' health and may answer
 Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
 when it is torn down; here every check passes at once, and a host's labels stay until a live
 slice that is not already on it claims it (the pods of finished or deleted units are ignored).
@@ -45,6 +50,17 @@ UNITS = ("leaderworkerset.sigs.k8s.io/group-key", "jobset.sigs.k8s.io/job-key")
 LABEL_INTERVAL = 0.5  # seconds between two labelling passes (each lists the pods of both kinds)
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 FINISHED = ("Succeeded", "Failed")  # pod phases whose slice the controller has torn down
+# GKE's Slice objects, one per placed slice, which only a running slice controller finalizes.
+SLICE_KIND = ("accelerator.gke.io", "Slice", "slices", "v1alpha1")
+SLICES = f"/apis/{SLICE_KIND[0]}/{SLICE_KIND[3]}/slices"
+SLICE_FINALIZER = "accelerator.gke.io/slice"
+# The slice controller's Deployment (k8s/slice_controller.py): while it exists, the controller runs.
+CONTROLLER_DEPLOYMENT = (
+    "/apis/apps/v1/namespaces/slice-controller-system/deployments/slice-controller-controller-manager"
+)
+# Tearing a slice down takes the real controller a while after its pods are gone (ICI links,
+# the nodes' release); a destroy that deletes the controller sooner leaves the Slice behind.
+TEARDOWN_SECONDS = 5.0
 
 
 def _slice_name(unit: str) -> str:
@@ -67,7 +83,9 @@ class SliceAdmission(Poller):
     def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.1) -> None:
         super().__init__(plane, interval=interval)
         self.readied = 0  # how many times a check state was set to Ready
+        self.finalized = 0  # how many Slices it finalized
         self._next_labelling = 0.0
+        self._gone_since: dict[str, float] = {}
 
     def _status(self, path: str, body: dict[str, Any]) -> None:
         self.plane.request(
@@ -81,6 +99,53 @@ class SliceAdmission(Poller):
     def reconcile(self) -> None:
         self._check_workloads()
         self._label_slices()
+
+    def _keep_slices(self, live: set[str]) -> None:
+        """One Slice object per live slice, with the finalizer; a Slice whose pods have been gone for
+        TEARDOWN_SECONDS is finalized and deleted while the controller's Deployment exists, and never
+        once it is gone: that is what a destroy in the wrong order leaves stuck."""
+        try:
+            existing = {s["metadata"]["name"]: s for s in self.plane.request("GET", SLICES)["items"]}
+        except cp.ApiError as err:
+            if err.status == 404:
+                return  # no Slice kind on this cluster
+            raise
+        now = time.monotonic()
+        for name in sorted(live - set(existing)):
+            body = {
+                "apiVersion": f"{SLICE_KIND[0]}/{SLICE_KIND[3]}",
+                "kind": "Slice",
+                "metadata": {"name": name, "finalizers": [SLICE_FINALIZER]},
+                "spec": {"stand-in": "tests/standins/slice_admission.py"},
+            }
+            self.plane.request("POST", SLICES, body)
+        for name in live:
+            self._gone_since.pop(name, None)
+        for name, obj in existing.items():
+            if name in live:
+                continue
+            since = self._gone_since.setdefault(name, now)
+            if now - since < TEARDOWN_SECONDS or not self._controller_runs():
+                continue
+            if obj["metadata"].get("finalizers"):
+                self.plane.request(
+                    "PATCH",
+                    f"{SLICES}/{name}",
+                    {"metadata": {"finalizers": None}},
+                    content_type="application/merge-patch+json",
+                )
+            if not obj["metadata"].get("deletionTimestamp"):
+                self.plane.request("DELETE", f"{SLICES}/{name}")
+            self.finalized += 1
+
+    def _controller_runs(self) -> bool:
+        try:
+            deployment = self.plane.request("GET", CONTROLLER_DEPLOYMENT)
+        except cp.ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+        return not deployment["metadata"].get("deletionTimestamp")
 
     def _label_slices(self) -> None:
         """Label the nodes of each placed slice with its name and shape (merge patches, idempotent)."""
@@ -103,6 +168,7 @@ class SliceAdmission(Poller):
             unit = next((meta["labels"][key] for key in UNITS if key in (meta.get("labels") or {})), None)
             if shape and host and unit:
                 units.setdefault(unit, (shape, set()))[1].add(host)
+        self._keep_slices({_slice_name(unit) for unit in units})
         if not units:
             return
         labels = {
