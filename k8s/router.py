@@ -200,8 +200,11 @@ class Router(pulumi.ComponentResource):
                 rbac.PolicyRuleArgs(
                     api_groups=[INFERENCE_GROUP], resources=["inferencepools"], verbs=["get", "list", "watch"]
                 ),
+                # v0.9.0 watches these kinds in the legacy group or, when its CRDs exist, in llm-d.ai
+                # (llm-d-router v0.9.0 pkg/epp/server/controller_config.go); its chart grants both
+                # (config/charts/llm-d-router-gateway/templates/rbac.yaml).
                 rbac.PolicyRuleArgs(
-                    api_groups=["inference.networking.x-k8s.io"],
+                    api_groups=["inference.networking.x-k8s.io", "llm-d.ai"],
                     resources=["inferenceobjectives", "inferencemodelrewrites"],
                     verbs=["get", "list", "watch"],
                 ),
@@ -233,10 +236,11 @@ class Router(pulumi.ComponentResource):
             spec=core.ServiceSpecArgs(
                 type="ClusterIP",
                 selector=selector,
+                # No appProtocol: neither upstream chart sets one on the picker's Service
+                # (llm-d-router v0.9.0 config/charts/routerlib/templates/_service.yaml; the
+                # inference extension's inferencepool chart), whose proxy speaks gRPC to it anyway.
                 ports=[
-                    core.ServicePortArgs(
-                        name="grpc-ext-proc", port=EPP_GRPC_PORT, target_port=EPP_GRPC_PORT, app_protocol="http2"
-                    ),
+                    core.ServicePortArgs(name="grpc-ext-proc", port=EPP_GRPC_PORT, target_port=EPP_GRPC_PORT),
                     core.ServicePortArgs(name="http-metrics", port=EPP_METRICS_PORT, target_port=EPP_METRICS_PORT),
                 ],
             ),

@@ -156,6 +156,12 @@ def test_router_objects(dev_plan: PlanResult) -> None:
     assert {p["name"] for p in PD_PLUGINS["schedulingProfiles"]} == {"prefill", "decode"}
     service = dev_plan.one("kubernetes:core/v1:Service", "epp-service")
     assert service.get("spec.selector") == epp.get("spec.selector.matchLabels")
+    # As the upstream charts: no appProtocol on the picker's ports.
+    assert all("appProtocol" not in port for port in service.get("spec.ports")), service.get("spec.ports")
+    role = dev_plan.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "epp-role")
+    objectives = next(r for r in role.get("rules") if "inferenceobjectives" in r["resources"])
+    # v0.9.0 reads InferenceObjective and InferenceModelRewrite from llm-d.ai when its CRDs exist.
+    assert set(objectives["apiGroups"]) == {"inference.networking.x-k8s.io", "llm-d.ai"}
     route = dev_plan.one("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
     assert route.get("spec.parentRefs.0.name") == "inference-gateway"
     assert route.get("spec.rules.0.backendRefs") == [
