@@ -20,11 +20,11 @@ import pulumi
 import pulumi_command as command
 
 from domain.inference_releases import REPOSITORY, InferenceExtensionRelease, release
+from shared.kubeconfig_shell import KUBECONFIG_FROM_ENV
 
 # How long the apply waits for GKE to install the CRDs it owns (minutes after the cluster is up, in
 # practice); CRD_WAIT_SECONDS in the Command's environment overrides it.
 GKE_CRD_WAIT_SECONDS = 1200
-_KUBECONFIG = 'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT; printf "%s" "$KUBECONFIG_DATA" > "$kubeconfig"'
 
 
 def apply_script(pinned: InferenceExtensionRelease) -> str:
@@ -34,7 +34,7 @@ def apply_script(pinned: InferenceExtensionRelease) -> str:
     another manager (GKE, another tenant's install) owns is a conflict that fails the update,
     never a silent takeover.
     """
-    lines = ["set -euo pipefail", _KUBECONFIG]
+    lines = ["set -euo pipefail", KUBECONFIG_FROM_ENV]
     owned = [f for f in pinned.files if not f.gke_managed]
     if owned:
         lines.append("dir=$(mktemp -d)")

@@ -10,12 +10,12 @@ the controller itself, it waits until no Slice is left, for a bounded time.
 
 from __future__ import annotations
 
+from shared.kubeconfig_shell import KUBECONFIG_FROM_ENV
+
 SLICE_RESOURCE = "slices.accelerator.gke.io"  # installed by GKE with --enable-slice-controller
 # How long a destroy waits for the slice controller to finalize the Slices; SLICE_DRAIN_SECONDS
 # in the command's environment overrides it.
 DRAIN_SECONDS = 1800
-
-_KUBECONFIG = 'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT; printf "%s" "$KUBECONFIG_DATA" > "$kubeconfig"'
 
 
 def drain_script() -> str:
@@ -25,7 +25,7 @@ def drain_script() -> str:
         "\n".join(
             [
                 "set -uo pipefail",
-                _KUBECONFIG,
+                KUBECONFIG_FROM_ENV,
                 f"drain_wait=${{SLICE_DRAIN_SECONDS:-{DRAIN_SECONDS}}}; deadline=$((SECONDS + drain_wait))",
                 "while true; do",
                 f'  if left=$(kubectl --kubeconfig "$kubeconfig" get {SLICE_RESOURCE} -A -o name 2>&1); then',
