@@ -241,6 +241,7 @@ class Env:
     node_cube: dict[str, int]
     node_labels: dict[str, dict[str, str]]
     warm_start: float
+    running: ctl.Controllers  # checked while waiting: a dead controller fails at once, saying which
 
 
 @pytest.fixture(scope="module")
@@ -303,6 +304,7 @@ def env() -> Iterator[Env]:
             node_cube,
             {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes},
             running.startup_seconds,
+            running,
         )
         print("\n" + _table(RESULTS), file=sys.stderr)
 
@@ -445,13 +447,22 @@ def _settle(env: Env, names: Sequence[str], quiet: float = SETTLE_QUIET, timeout
     last: dict[str, tuple[str, ...]] | None = None
     since = time.monotonic()
     while time.monotonic() < deadline:
+        env.running.check_alive()
         snap = _snapshot(env, names)
         if snap is None or snap != last:
             last, since = snap, time.monotonic()
         elif time.monotonic() - since >= quiet:
             return
         time.sleep(0.1)
-    raise AssertionError(f"Kueue did not settle within {timeout:.0f} s: {last}")
+    stand_in = env.running.stand_in
+    conditions = {
+        name: {c["type"]: c["status"] for c in w.get("status", {}).get("conditions") or []}
+        for name, w in _workloads(env).items()
+    }
+    raise AssertionError(
+        f"Kueue did not settle within {timeout:.0f} s: {last}; workloads {conditions}; stand-in's last API "
+        f"error {stand_in.last_api_error if stand_in else None}; kueue log:\n{env.running.log_tail('kueue')}"
+    )
 
 
 def _observe(env: Env, names: Sequence[str]) -> dict[str, Observed]:
