@@ -26,20 +26,37 @@ A2. Sub-slices sit inside one cube, aligned like a buddy allocator. A shape that
 A3. Super-slices take whole free cubes. A multiple of the cube (4x4x8 = 2 cubes)
     needs that many completely free cubes per slice. All cubes are in one reservation
     block (the Topology's top level), connected so any free cubes can form the slice.
-A4. Placement is best fit: a sub-slice goes into the smallest maximal free aligned
-    block that holds it (the classic buddy rule), ties to the lowest cube and offset;
-    a super-slice takes the lowest-numbered free cubes. Kueue's default for required
-    topology is its own BestFit profile, so cube numbers can differ from the real
-    assignment while the counts (what fits, what is preempted) agree under A1-A3.
+A4. Placement is Kueue's BestFit for a required topology (kueue@v0.19.2
+    pkg/cache/scheduler/tas_flavor_snapshot.go findTopologyAssignment; default feature
+    gates). A domain's slice count is the free aligned partitions of the slice's shape in
+    it, its pod count the free hosts (one pod per host). The block holds the workload
+    when its slice count reaches the slices asked (findLevelWithFitDomains at the
+    required level, the reservation block). Then level by level, cubes first, down to
+    the slice's partitions: the children of the domains chosen one level up are pooled
+    and sorted most slices first, then fewest free pods, then by label values
+    (sortedDomains); they are taken whole until one holds the rest, and that one is
+    swapped for the first of the domains with the fewest slices that still hold the
+    rest (updateCountsToMinimumGeneric, findBestFitDomainBy). So one cube or partition
+    that holds the whole workload is preferred, the tightest such; a workload that no
+    single domain holds is spread over the fullest free ones. Each level is given the
+    whole slice count again, not each parent's share, as Kueue does. Label values are
+    opaque GKE ids; the model orders equal domains by cube number and offset, which is
+    the order of the ids when they sort like numbers, so where two domains tie on both
+    counts the cube can differ from the real one while what fits does not.
 A5. Queue order. Requests arrive one at a time in `order` (ties by name), each after
     the previous one has settled, like creating the objects one by one. An arrival
     that fits is admitted; otherwise it may preempt; otherwise it waits.
 A6. Preemption is LowerPriority within the ClusterQueue: only admitted workloads
     with strictly lower priority are candidates. As in Kueue's classic preemption
-    (Kueue docs, "Preemption"), candidates are ordered lowest priority first, then
-    most recently admitted first; they are taken greedily until the request fits, and
-    the targets are then minimised by walking them in reverse and keeping out any
-    whose space is not needed. No exhaustive search: greedy plus minimisation, as in
+    (kueue@v0.19.2 pkg/scheduler/preemption/common/ordering.go CandidatesOrdering),
+    candidates are ordered lowest priority first, then most recently admitted first
+    (the QuotaReserved condition's time, whole seconds), then by Workload UID, which
+    no preview can know: two candidates of one priority admitted within one second are
+    a coin toss in Kueue, and the model takes the later admission in its replay. They
+    are taken greedily until the request fits (preemption.go, re-running the topology
+    assignment with the candidates removed, which for these shapes fits exactly when the
+    free partitions suffice), and the targets are then minimised by walking them in
+    reverse and keeping out any whose space is not needed. No exhaustive search: greedy plus minimisation, as in
     Kueue. Evictions take effect at once and the victims go back to pending.
 A7. Re-tries. After a preemption, pending workloads that could have gained from it
     (those below the preemptor's priority, including the victims) are re-tried in
@@ -243,9 +260,9 @@ def _demand(request: Request, generation: Generation, geometry: _Geometry) -> _D
 
 @dataclass(frozen=True)
 class _Profile:
-    counts: tuple[int, ...]  # free aligned blocks per level
-    first_maximal: tuple[int, ...]  # cell offset of the lowest maximal free block per level, -1 if none
-    maximal: tuple[int, ...]  # the levels that have a maximal free block
+    counts: tuple[int, ...]  # free aligned blocks per level: the cube's slice count for slices of that level
+    free_cells: int  # its free pods (one pod per host, a host per cell)
+    inside: tuple[tuple[tuple[int, ...], ...], ...]  # inside[M][i][L]: free L-blocks in block i of level M
 
 
 @lru_cache(maxsize=1 << 17)
@@ -257,15 +274,18 @@ def _profile(mask: int, levels: int) -> _Profile:
         size = 1 << level
         block = (1 << size) - 1
         free.append([(mask >> offset) & block == 0 for offset in range(0, cells, size)])
-    first = []
-    for level in range(levels + 1):
-        found = -1
-        for index, is_free in enumerate(free[level]):
-            if is_free and (level == levels or not free[level + 1][index // 2]):
-                found = index << level
-                break
-        first.append(found)
-    return _Profile(tuple(sum(row) for row in free), tuple(first), tuple(L for L, f in enumerate(first) if f >= 0))
+    # bottom-up: a block's free L-blocks are its two halves' (L below its own level), or itself
+    rows: list[tuple[tuple[int, ...], ...]] = [tuple((int(is_free),) for is_free in free[0])]
+    for size in range(1, levels + 1):
+        halves = rows[-1]
+        rows.append(
+            tuple(
+                (*(a + b for a, b in zip(halves[2 * i], halves[2 * i + 1], strict=True)), int(free[size][i]))
+                for i in range(cells >> size)
+            )
+        )
+    inside = tuple(rows)
+    return _Profile(tuple(sum(row) for row in free), cells - mask.bit_count(), inside)
 
 
 # ---------------------------------------------------------------- simulation
@@ -300,9 +320,15 @@ class _Profiles(dict[int, _Profile]):
         return profile
 
 
+_KEY_FIELD = 1 << 10  # the cubes and the cells per cube a best-fit key holds (a reservation block has 144 cubes)
+_KEY_FREE, _KEY_SLICES = 10, 20  # bit offsets of the free cells and the slice count in a key
+_KEY_CUBE = _KEY_FIELD - 1
+_Change = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int, int], ...], int, int, _Profile]
+
+
 class _Cubes:
-    """Occupancy of the block: one bit mask per cube, free-block counts and, per level, the cubes
-    with a maximal free block of it (a bit per cube), so best fit takes the lowest one in O(1)."""
+    """Occupancy of the block: one bit mask per cube, free-block counts and, per slice level, the
+    cubes that hold a slice of it keyed as Kueue's best fit compares them (A4)."""
 
     def __init__(self, cubes: int, levels: int) -> None:
         self.levels = levels
@@ -313,80 +339,146 @@ class _Cubes:
         self.profiles = [empty] * cubes  # _profile(masks[cube]) for each cube
         self.avail = [count * cubes for count in empty.counts]
         self.free_cells = cubes << levels
-        # having[L]: bit c set when cube c has a maximal free block of level L
-        every = (1 << cubes) - 1
-        self.having = [every if empty.first_maximal[L] >= 0 else 0 for L in range(levels + 1)]
-        # (old mask, new mask) -> the free-block count changes, the levels that gain or lose a
-        # maximal block, and the new mask's profile: a cube's masks repeat (aligned pieces), so each
-        # change is worked out once
-        self.changes: dict[int, tuple[tuple[tuple[int, int], ...], tuple[int, ...], _Profile]] = {}
+        # keys[L]: (slices of level L the cube holds, its free cells, cube) for each cube holding one,
+        # packed in one int (_KEY_SLICES, _KEY_FREE) and ascending: the order of tas_flavor_snapshot.go
+        # sortedDomains read backwards by slice count
+        if cubes > _KEY_FIELD or self.width > _KEY_FIELD:
+            raise TopologyError(f"the admission model handles up to {_KEY_FIELD} cubes of {_KEY_FIELD} cells")
+        self.keys = [
+            [(empty.counts[L] << _KEY_SLICES) | (empty.free_cells << _KEY_FREE) | cube for cube in range(cubes)]
+            for L in range(levels + 1)
+        ]
+        # (old mask, new mask) -> the free-block count changes, the levels whose keys change (level,
+        # slices before, after) with the free cells before and after, and the new mask's profile: a
+        # cube's masks repeat (aligned pieces), so each change is worked out once
+        self.changes: dict[int, _Change] = {}
+        self.within: dict[int, tuple[int, ...]] = {}  # (mask, level, count) -> block indexes in that one cube
 
-    def _change(self, old: int, new: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...], _Profile]:
+    def _change(self, old: int, new: int) -> _Change:
         before, after = self.profile_of[old], self.profile_of[new]
-        counts = tuple((L, n - m) for L, (n, m) in enumerate(zip(after.counts, before.counts, strict=True)) if n != m)
-        toggled = tuple(
-            L for L in range(self.levels + 1) if (before.first_maximal[L] < 0) != (after.first_maximal[L] < 0)
-        )
-        change = self.changes[(old << self.width) | new] = (counts, toggled, after)
+        pairs = tuple(enumerate(zip(before.counts, after.counts, strict=True)))
+        counts = tuple((L, n - m) for L, (m, n) in pairs if n != m)
+        touched = tuple((L, m, n) for L, (m, n) in pairs if m or n)
+        change = self.changes[(old << self.width) | new] = (counts, touched, before.free_cells, after.free_cells, after)
         return change
 
-    def allocate(self, level: int, count: int) -> list[tuple[int, int, int, int]]:
-        """Best fit (A4) for `count` blocks of `level`, one at a time: (cube, offset, blocks, bits) runs.
+    def _set(self, cube: int, new: int) -> None:
+        """Give `cube` the cell mask `new`, keeping the counts and the best-fit keys in step."""
+        old = self.masks[cube]
+        counts, touched, free_before, free_after, after = self.changes.get((old << self.width) | new) or self._change(
+            old, new
+        )
+        avail, keys = self.avail, self.keys
+        for changed, delta in counts:
+            avail[changed] += delta
+        before_rest, after_rest = (free_before << _KEY_FREE) | cube, (free_after << _KEY_FREE) | cube
+        for level, slices_before, slices_after in touched:
+            row = keys[level]
+            if slices_before:
+                del row[bisect_left(row, (slices_before << _KEY_SLICES) | before_rest)]
+            if slices_after:
+                insort(row, (slices_after << _KEY_SLICES) | after_rest)
+        self.masks[cube], self.profiles[cube] = new, after
+        self.free_cells += free_after - free_before
 
-        Each block goes into the smallest maximal free block that holds it. When that one (B, of
-        level s) is larger, no cube had a maximal free block of a level in [level, s), so splitting B
-        leaves the smallest ones in B, right after the piece: the next blocks fill B from its start,
-        and one mask update covers them all, until B is full or the count is met.
+    def _cubes_for(self, level: int, count: int) -> list[int]:
+        """The cubes Kueue's best fit gives `count` slices of `level` (tas_flavor_snapshot.go
+        updateCountsToMinimumGeneric over sortedDomains: most slices first, then fewest free pods,
+        then the domain's label values; the last one swapped for the tightest that holds the rest)."""
+        row = self.keys[level]
+        if row[-1] >> _KEY_SLICES >= count:  # one cube holds them all: the tightest such (findBestFitDomainBy)
+            return [row[bisect_left(row, count << _KEY_SLICES)] & _KEY_CUBE]
+        chosen: list[int] = []
+        taken: set[int] = set()
+        rest, high = count, len(row)
+        while True:  # the groups of equal slice count, most slices first; each in ascending order
+            slices = row[high - 1] >> _KEY_SLICES
+            low = bisect_left(row, slices << _KEY_SLICES)
+            for index in range(low, high):
+                if slices >= rest:
+                    best = bisect_left(row, rest << _KEY_SLICES)
+                    while row[best] & _KEY_CUBE in taken:
+                        best += 1
+                    chosen.append(row[best] & _KEY_CUBE)
+                    return chosen
+                cube = row[index] & _KEY_CUBE
+                chosen.append(cube)
+                taken.add(cube)
+                rest -= slices
+            high = low
+
+    def allocate(self, level: int, count: int) -> list[tuple[int, int, int, int]]:
+        """Kueue's placement (A4) of `count` slices of `level`: (cube, offset, 1, bits) per piece.
+
+        The cubes first, then each level below them: the children of every domain chosen one level
+        up are pooled, sorted and given the whole count again (tas_flavor_snapshot.go
+        findTopologyAssignment's descent above the slice level), down to the free blocks of `level`.
         """
+        cubes = self._cubes_for(level, count)
+        if level == self.levels:  # whole cubes: nothing below to choose
+            domains = [(cube, 0) for cube in cubes]
+        elif len(cubes) == 1:  # the pieces then depend on that cube's mask alone: worked out once per mask
+            cube = cubes[0]
+            key = (self.masks[cube] << 16) | (level << 8) | count
+            within = self.within.get(key)
+            if within is None:
+                within = self.within[key] = tuple(index for _, index in self._descend([cube], level, count))
+            domains = [(cube, index) for index in within]
+        else:
+            domains = self._descend(cubes, level, count)
         runs = []
-        masks, profiles, top, having, avail = self.masks, self.profiles, self.levels, self.having, self.avail
-        changes, width = self.changes, self.width
-        self.free_cells -= count << level
-        while count:
-            size = level
-            while not having[size]:
-                size += 1
-                if size > top:
-                    raise AssertionError("allocate() called without a free block")  # callers check avail first
-            cubes = having[size]
-            cube = (cubes & -cubes).bit_length() - 1
-            offset = profiles[cube].first_maximal[size]
-            blocks = count if count < 1 << (size - level) else 1 << (size - level)
-            bits = ((1 << (blocks << level)) - 1) << offset
-            old = masks[cube]
-            new = old | bits
-            change = changes.get((old << width) | new) or self._change(old, new)
-            for changed, delta in change[0]:
-                avail[changed] += delta
-            for changed in change[1]:
-                having[changed] ^= 1 << cube
-            masks[cube], profiles[cube] = new, change[2]
-            runs.append((cube, offset, blocks, bits))
-            count -= blocks
+        for cube, index in sorted(domains):
+            offset = index << level
+            runs.append((cube, offset, 1, ((1 << (1 << level)) - 1) << offset))
+        by_cube: dict[int, int] = {}
+        for cube, _, _, bits in runs:
+            by_cube[cube] = by_cube.get(cube, 0) | bits
+        masks = self.masks
+        for cube, bits in by_cube.items():
+            self._set(cube, masks[cube] | bits)
         return runs
+
+    def _descend(self, cubes: Sequence[int], level: int, count: int) -> list[tuple[int, int]]:
+        """(cube, block index) of the `level` blocks Kueue's descent from `cubes` gives `count` slices."""
+        profiles = self.profiles
+        domains = [(cube, 0) for cube in cubes]  # (cube, block index at the current level)
+        for below in range(self.levels - 1, level - 1, -1):
+            pooled = []
+            for cube, index in domains:
+                inside = profiles[cube].inside[below]
+                for child in (2 * index, 2 * index + 1):
+                    counts = inside[child]
+                    if counts[level]:
+                        pooled.append((-counts[level], counts[0], cube, child))
+            pooled.sort()
+            domains = _best_fit(pooled, count)
+        return domains
 
     def release(self, spans: Iterable[tuple[int, int]]) -> None:
         """Free the cells of (cube, bits) spans."""
-        masks, profiles, having, avail, changes, width = (
-            self.masks,
-            self.profiles,
-            self.having,
-            self.avail,
-            self.changes,
-            self.width,
-        )
-        freed = 0
+        masks = self.masks
         for cube, bits in spans:
-            old = masks[cube]
-            new = old & ~bits
-            change = changes.get((old << width) | new) or self._change(old, new)
-            for changed, delta in change[0]:
-                avail[changed] += delta
-            for changed in change[1]:
-                having[changed] ^= 1 << cube
-            masks[cube], profiles[cube] = new, change[2]
-            freed += bits.bit_count()
-        self.free_cells += freed
+            self._set(cube, masks[cube] & ~bits)
+
+
+def _best_fit(domains: Sequence[tuple[int, int, int, int]], count: int) -> list[tuple[int, int]]:
+    """updateCountsToMinimumGeneric (tas_flavor_snapshot.go) on domains sorted as sortedDomains sorts
+    them, each (-slices, free cells, cube, block): take them whole, most slices first, until one holds
+    the rest; that one is swapped for the first of the smallest that do (findBestFitDomainBy)."""
+    chosen = []
+    rest = count
+    for index, (negative, _, cube, block) in enumerate(domains):
+        if -negative >= rest:
+            best = None
+            for candidate in domains[index:]:
+                if -candidate[0] >= rest and (best is None or candidate[0] > best[0]):
+                    best = candidate
+            assert best is not None
+            chosen.append((best[2], best[3]))
+            return chosen
+        chosen.append((cube, block))
+        rest += negative
+    raise AssertionError("allocate() called without enough free blocks")  # callers check avail first
 
 
 class _FreeBlocks(dict[int, int]):

@@ -67,23 +67,26 @@ def test_reference_story_final_state(reference: Prediction) -> None:
     for p in reference.placements:
         by_workload[p.workload].append((p.cube, p.offset_chips, p.chips))
     assert by_workload == {
-        "subslicing-check": [(0, 32, 8), (0, 40, 8), (0, 48, 8), (0, 56, 8), (1, 0, 8), (1, 8, 8)],
+        # re-admitted after vllm-prefill took half of cube 0: the empty cube 1 is the one domain
+        # that holds all six slices (cube 0's half holds four), so Kueue's best fit puts it there whole
+        "subslicing-check": [(1, 0, 8), (1, 8, 8), (1, 16, 8), (1, 24, 8), (1, 32, 8), (1, 40, 8)],
         "vllm-prefill": [(0, 0, 8), (0, 8, 8), (0, 16, 8), (0, 24, 8)],
-        "vllm-decode": [(1, 16, 8), (1, 24, 8), (1, 32, 8), (1, 40, 8)],
+        # cube 0's free half holds exactly four, the tightest fit (cube 1 has only two left)
+        "vllm-decode": [(0, 32, 8), (0, 40, 8), (0, 48, 8), (0, 56, 8)],
     }
 
 
 def test_reference_map(reference: Prediction) -> None:
     assert render_map(reference) == [
-        "cube 0 | BBBB BBBB AAAA AAAA |",
-        "cube 1 | AAAA CCCC CCCC .... |",
+        "cube 0 | BBBB BBBB CCCC CCCC |",
+        "cube 1 | AAAA AAAA AAAA .... |",
         "A = subslicing-check (low, 6 x 2x2x2)",
         "B = vllm-prefill (high, 4 x 2x2x2)",
         "C = vllm-decode (high, 4 x 2x2x2)",
         ". = free; one cell = 4 chips, 16 cells per cube",
         "pending: superslicing-check (medium, 4x4x8)",
     ]
-    assert render_map(reference, cubes=1)[:2] == ["cube 0 | BBBB BBBB AAAA AAAA |", "... 1 more cube not shown"]
+    assert render_map(reference, cubes=1)[:2] == ["cube 0 | BBBB BBBB CCCC CCCC |", "... 1 more cube not shown"]
 
 
 def test_reference_narrative(reference: Prediction) -> None:
@@ -92,8 +95,8 @@ def test_reference_narrative(reference: Prediction) -> None:
         "subslicing-check (low, 6 x 2x2x2) is admitted into cube 0.",
         "superslicing-check (medium, 4x4x8) preempts subslicing-check (low) to take cubes 0-1.",
         "vllm-prefill (high, 4 x 2x2x2) preempts superslicing-check (medium) to take cube 0.",
-        "subslicing-check (low, 6 x 2x2x2) is re-admitted into cubes 0-1.",
-        "vllm-decode (high, 4 x 2x2x2) is admitted into cube 1.",
+        "subslicing-check (low, 6 x 2x2x2) is re-admitted into cube 1.",
+        "vllm-decode (high, 4 x 2x2x2) is admitted into cube 0.",
     ]
     assert lines[5].startswith("superslicing-check (medium, 4x4x8) stays pending: needs 2 completely free cubes")
     assert lines[-1] == "Final: 3 admitted, 1 pending; 112 of 128 chips in use."
@@ -366,12 +369,15 @@ PINNED: dict[
             "b": f"needs 2 free aligned 2x4x4 partitions (64 chips); {NO_LOWER}",
         },
     ),
-    # Best fit: the smallest maximal free block, lowest cube and offset first.
+    # Kueue's best fit, level by level: the domain with the fewest slices that still holds them all
+    # (tas_flavor_snapshot.go findBestFitDomainBy), most slices first when none does.
     "best fit": (
         [
             Request("x", 0, "2x2x2", 1, 0),
             Request("big", 0, "2x4x4", 1, 1),  # the free half of cube 0, not the empty cube 1
-            Request("y", 0, "2x2x1", 3, 2),  # [8-12) and [12-16) of cube 0, then the 2x2x4 gap at 16
+            # cube 0 (6 free cells) over cube 1 (16); in it the 2x2x4 [16-32) (4 cells) over the
+            # fragment [8-16) (2): its first 2x2x2 whole, then the best fit of the other for the third
+            Request("y", 0, "2x2x1", 3, 2),
             Request("z", 0, "2x2x4", 1, 3),  # cube 0 has no free 2x2x4 left: cube 1
         ],
         2,
@@ -385,9 +391,9 @@ PINNED: dict[
         [
             ("x", 0, 0, 0, 8),
             ("big", 0, 0, 32, 32),
-            ("y", 0, 0, 8, 4),
-            ("y", 1, 0, 12, 4),
-            ("y", 2, 0, 16, 4),
+            ("y", 0, 0, 16, 4),
+            ("y", 1, 0, 20, 4),
+            ("y", 2, 0, 24, 4),
             ("z", 0, 1, 0, 16),
         ],
         {},
@@ -662,22 +668,37 @@ class _Plain:
                 kept.append(name)
         return True, list(reversed(kept))
 
-    def place(self, level: int) -> tuple[int, int]:
-        """A4: the smallest maximal free aligned block that holds a `level` block, lowest cube and offset."""
+    def place(self, level: int, count: int) -> list[tuple[int, int]]:
+        """A4: Kueue's best fit, level by level from the cubes down: (cube, first cell) per piece."""
         taken = set(self.owner)
 
-        def free(cube: int, start: int, size: int) -> bool:
-            return all((cube, i) not in taken for i in range(start, start + size))
+        def slices(domain: tuple[int, int, int]) -> int:  # free aligned `level` blocks inside
+            cube, size, index = domain
+            return sum(
+                all((cube, i) not in taken for i in range(start, start + (1 << level)))
+                for start in range(index << size, (index + 1) << size, 1 << level)
+            )
 
-        candidates = [
-            (size, cube, start)
-            for size in range(level, 5)
-            for cube in range(self.cubes)
-            for start in range(0, 16, 1 << size)
-            if free(cube, start, 1 << size) and (size == 4 or not free(cube, start & ~((2 << size) - 1), 2 << size))
-        ]
-        _, cube, start = min(candidates)
-        return cube, start
+        def pods(domain: tuple[int, int, int]) -> int:
+            cube, size, index = domain
+            return sum((cube, i) not in taken for i in range(index << size, (index + 1) << size))
+
+        def fit(domains: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+            ordered = sorted(domains, key=lambda d: (-slices(d), pods(d), d[0], d[2]))
+            chosen, rest = [], count
+            for i, domain in enumerate(ordered):
+                if slices(domain) >= rest:
+                    fitting = [d for d in ordered[i:] if slices(d) >= rest]
+                    chosen.append(min(fitting, key=lambda d: (slices(d), ordered.index(d))))
+                    return chosen
+                chosen.append(domain)
+                rest -= slices(domain)
+            raise AssertionError("no room")
+
+        chosen = fit([(cube, 4, 0) for cube in range(self.cubes)])
+        for size in range(3, level - 1, -1):
+            chosen = fit([(cube, size, 2 * index + half) for cube, _, index in chosen for half in (0, 1)])
+        return sorted((cube, index << level) for cube, _, index in chosen)
 
     def where(self, name: str) -> tuple[tuple[int, ...], str]:
         by_cube: dict[int, list[int]] = defaultdict(list)
@@ -706,8 +727,7 @@ class _Plain:
             self.events.append(Event(step, victim, "preempted", detail, cubes, by=request.name))
         level, blocks, per_slice = self.demand(request)
         self.pieces[request.name] = []
-        for k in range(blocks):
-            cube, start = self.place(level)
+        for k, (cube, start) in enumerate(self.place(level, blocks)):
             for i in range(start, start + (1 << level)):
                 self.owner[cube, i] = request.name
             self.pieces[request.name].append((k // per_slice, cube, start, level))
