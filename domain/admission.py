@@ -11,11 +11,15 @@ which stay pending, and where each slice lands.
 Assumptions (the model is deliberately small; each point names how real Kueue differs):
 
 A1. All-or-nothing workloads. A `Request` is a group of `slices` identical slices
-    admitted together or not at all, like a JobSet's replicas (one Kueue Workload per
-    JobSet). Real Kueue represents a LeaderWorkerSet "as a separate, independent
-    workload for each group" (Kueue docs, "Run LeaderWorkerSet"), so it can admit some
-    of an LWS's groups and leave the rest pending; the model still admits or holds an
-    LWS as a whole, so it can predict pending where Kueue would run part of an LWS.
+    admitted together or not at all: a JobSet's replicas (Kueue makes one Workload per
+    JobSet), or one group of a LeaderWorkerSet. Kueue makes a Workload per LWS group, all
+    created at once with one leader and one worker PodSet (kueue@v0.19.2
+    pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go filterWorkloads,
+    podSets), so it admits and preempts an LWS's groups one by one and can run part of
+    an LWS. `requests_from_workloads` turns an LWS of n replicas into n one-slice
+    requests `<lws>/0` .. `<lws>/<n-1>` with `lws` set; they arrive together (A5). Kueue
+    orders a group's equal Workloads by UID, so which group index runs is not knowable,
+    only how many: `Prediction.groups` says that.
 A2. Sub-slices sit inside one cube, aligned like a buddy allocator. A shape that the
     generation lists in `subslice_shapes` (2x2x1 .. 4x4x4 for tpu7x) occupies one of
     the aligned partitions of that shape inside a single cube: a 2x2x2 slice takes one
@@ -45,7 +49,9 @@ A4. Placement is Kueue's BestFit for a required topology (kueue@v0.19.2
     counts the cube can differ from the real one while what fits does not.
 A5. Queue order. Requests arrive one at a time in `order` (ties by name), each after
     the previous one has settled, like creating the objects one by one. An arrival
-    that fits is admitted; otherwise it may preempt; otherwise it waits.
+    that fits is admitted; otherwise it may preempt; otherwise it waits. The groups of
+    one LWS are one arrival: each is tried in turn (by name) before the re-tries that
+    follow their preemptions (A7), since they sit in Kueue's queue above the victims.
 A6. Preemption is LowerPriority within the ClusterQueue: only admitted workloads
     with strictly lower priority are candidates. As in Kueue's classic preemption
     (kueue@v0.19.2 pkg/scheduler/preemption/common/ordering.go CandidatesOrdering),
@@ -76,7 +82,7 @@ from __future__ import annotations
 import bisect
 import gc
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -103,6 +109,7 @@ class Request:
     shape: str
     slices: int
     order: int  # creation order; Kueue sees lower first
+    lws: str = ""  # the LeaderWorkerSet this is one group of; its groups arrive together (A5)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -173,6 +180,36 @@ class Prediction:
     def chips_in_use(self) -> int:
         return sum(p.chips for p in self.placements)
 
+    def members(self, workload: str) -> tuple[Request, ...]:
+        """The requests of one workload: its LWS groups, or the request of that name."""
+        found = tuple(r for r in self.requests if r.lws == workload)
+        return found or tuple(r for r in self.requests if r.name == workload and not r.lws)
+
+    def groups(self, workload: str) -> tuple[int, int]:
+        """(admitted, all) of a workload's requests: an LWS's groups, or (0 or 1, 1) for a JobSet."""
+        members = self.members(workload)
+        if not members:
+            raise KeyError(workload)
+        return sum(self.final[r.name] == "admitted" for r in members), len(members)
+
+    def where(self, workload: str) -> str:
+        """The chip ranges a workload's admitted requests hold, cube by cube, adjacent pieces merged."""
+        names = {r.name for r in self.members(workload)}
+        by_cube: dict[int, list[tuple[int, int]]] = {}
+        for p in self.placements:
+            if p.workload in names:
+                by_cube.setdefault(p.cube, []).append((p.offset_chips, p.offset_chips + p.chips))
+        parts = []
+        for cube in sorted(by_cube):
+            runs: list[list[int]] = []
+            for start, end in sorted(by_cube[cube]):
+                if runs and runs[-1][1] == start:
+                    runs[-1][1] = end
+                else:
+                    runs.append([start, end])
+            parts.append(f"cube {cube} " + " ".join(f"[{a}-{b})" for a, b in runs))
+        return ", ".join(parts) or "nowhere"
+
 
 class WorkloadLike(Protocol):
     """What `requests_from_workloads` reads (settings.capacity.Workload has it)."""
@@ -185,13 +222,19 @@ class WorkloadLike(Protocol):
     def shape(self) -> str: ...
     @property
     def slices(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+
+
+LWS_KIND = "LeaderWorkerSet"
 
 
 def requests_from_workloads(workloads: Iterable[WorkloadLike], priorities: Mapping[str, int]) -> list[Request]:
     """Turn capacity.workloads() (already in creation order) into requests.
 
     `priorities` maps a level name ("low", "medium", "high") to its WorkloadPriorityClass
-    value; a workload with no class ("-") gets Kueue's default priority 0.
+    value; a workload with no class ("-") gets Kueue's default priority 0. A LeaderWorkerSet
+    becomes one one-slice request per group, as Kueue makes one Workload per group (A1).
     """
     found = []
     for order, workload in enumerate(workloads):
@@ -202,7 +245,13 @@ def requests_from_workloads(workloads: Iterable[WorkloadLike], priorities: Mappi
         else:
             known = ", ".join(sorted(priorities)) or "none"
             raise ValueError(f"{workload.name}: unknown priority level {workload.priority!r}; known: {known}")
-        found.append(Request(workload.name, value, workload.shape, workload.slices, order))
+        if workload.kind == LWS_KIND:
+            found += [
+                Request(f"{workload.name}/{group}", value, workload.shape, 1, order, lws=workload.name)
+                for group in range(workload.slices)
+            ]
+        else:
+            found.append(Request(workload.name, value, workload.shape, workload.slices, order))
     return found
 
 
@@ -521,6 +570,22 @@ class _Simulator:
             raise ValueError(f"request names must be unique; repeated: {', '.join(duplicates)}")
         if cubes < 0:
             raise ValueError(f"cubes must be >= 0, got {cubes}")
+        # The arrivals (A5): one request, or every group of one LWS at its first group's place.
+        self.arrivals: list[list[Request]] = []
+        sets: dict[str, list[Request]] = {}
+        for r in self.requests:
+            if not r.lws:
+                self.arrivals.append([r])
+            elif r.lws in sets:
+                first = sets[r.lws][0]
+                if (r.priority, r.shape, r.slices, r.order) != (first.priority, first.shape, first.slices, first.order):
+                    raise ValueError(
+                        f"{r.name}: the groups of LWS {r.lws} must share priority, shape, slices and order"
+                    )
+                sets[r.lws].append(r)
+            else:
+                sets[r.lws] = [r]
+                self.arrivals.append(sets[r.lws])
         self.cubes = cubes
         levels = self.geometry.levels
         by_shape: dict[tuple[str, int], _Demand] = {}  # one parse per shape and slice count, not per request
@@ -872,15 +937,18 @@ class _Simulator:
     # -- the queue
 
     def run(self) -> None:
-        for step, request in enumerate(self.requests, start=1):
-            found = self.search(request)
-            if found.fits:
-                self.admit(request, found.victims, step, readmission=False)
-                if found.victims:
-                    self.retry(step, request.priority)
-            else:
-                self._queue(request)
-                self.events.append(_event(step, request.name, "waiting", found.reason))
+        for step, arrival in enumerate(self.arrivals, start=1):
+            preempted = False
+            for request in arrival:  # an LWS's groups share a priority: one re-try pass after them all
+                found = self.search(request)
+                if found.fits:
+                    self.admit(request, found.victims, step, readmission=False)
+                    preempted = preempted or bool(found.victims)
+                else:
+                    self._queue(request)
+                    self.events.append(_event(step, request.name, "waiting", found.reason))
+            if preempted:
+                self.retry(step, arrival[0].priority)
 
     def retry(self, step: int, below: int) -> None:
         """Re-try pending workloads under priority `below`, in Kueue's queue order (A7).
@@ -1037,10 +1105,50 @@ def _label(request: Request, names: Mapping[int, str]) -> str:
     return f"{request.name} ({_priority(request.priority, names)}, {size})"
 
 
+def _owner(request: Request) -> str:
+    """The workload a request belongs to in the stack: its LWS, or itself."""
+    return request.lws or request.name
+
+
+def _workload_label(prediction: Prediction, owner: str, names: Mapping[int, str]) -> str:
+    """A map legend's label: an LWS by how many of its groups hold cells."""
+    members = prediction.members(owner)
+    first = members[0]
+    if not first.lws:
+        return _label(first, names)
+    running, total = prediction.groups(owner)
+    count = f"{total}" if running == total else f"{running} of {total}"
+    return f"{owner} ({_priority(first.priority, names)}, {count} group{_s(total)} x {first.shape})"
+
+
+def _group_run(requests: Sequence[Request]) -> str:
+    """Name requests for a sentence: 'a/1' alone, or 'a groups 0-2, 5' for several groups of one LWS."""
+    if len(requests) == 1:
+        return requests[0].name
+    indexes = [int(r.name.rsplit("/", 1)[1]) for r in requests]
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and runs[-1][1] == index - 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return f"{requests[0].lws} groups {text}"
+
+
+def _run_label(requests: Sequence[Request], names: Mapping[int, str]) -> str:
+    """'x (high, 2x2x2)' for one request, 'x groups 0-3 (high, 2x2x2 each)' for several groups."""
+    if len(requests) == 1:
+        return _label(requests[0], names)
+    first = requests[0]
+    return f"{_group_run(requests)} ({_priority(first.priority, names)}, {first.shape} each)"
+
+
 def symbols(prediction: Prediction) -> dict[str, str]:
-    """The map letter of each admitted workload, in queue order ('+' once letters run out)."""
-    admitted = prediction.admitted
-    return {name: _SYMBOLS[i] if i < len(_SYMBOLS) else _OVERFLOW_SYMBOL for i, name in enumerate(admitted)}
+    """The map letter of each workload holding cells (an LWS's groups share one), in queue order
+    ('+' once letters run out)."""
+    owners = list(dict.fromkeys(_owner(r) for r in prediction.requests if prediction.final[r.name] == "admitted"))
+    return {name: _SYMBOLS[i] if i < len(_SYMBOLS) else _OVERFLOW_SYMBOL for i, name in enumerate(owners)}
 
 
 def render_map(
@@ -1049,18 +1157,20 @@ def render_map(
     """One line per cube (the first `cubes` of them; all by default), then a legend.
 
     Each character is one cell (`cell_chips` chips, a 2x2x1 on tpu7x), grouped by 4;
-    a letter marks the workload holding it and '.' a free cell.
+    a letter marks the workload holding it (one letter for all groups of an LWS) and '.'
+    a free cell.
     """
     shown = prediction.cubes if cubes is None else max(0, min(cubes, prediction.cubes))
     cells = prediction.cube_chips // prediction.cell_chips
     letters = symbols(prediction)
+    owner = {r.name: _owner(r) for r in prediction.requests}
     grid = [[_FREE_SYMBOL] * cells for _ in range(shown)]
     for placement in prediction.placements:
         if placement.cube >= shown:
             continue
         first = placement.offset_chips // prediction.cell_chips
         for cell in range(first, first + placement.chips // prediction.cell_chips):
-            grid[placement.cube][cell] = letters[placement.workload]
+            grid[placement.cube][cell] = letters[owner[placement.workload]]
     width = len(str(max(shown - 1, 0)))
     lines = []
     for index, row in enumerate(grid):
@@ -1068,38 +1178,71 @@ def render_map(
         lines.append(f"cube {index:>{width}} | {groups} |")
     if shown < prediction.cubes:
         lines.append(f"... {prediction.cubes - shown} more cube{_s(prediction.cubes - shown)} not shown")
-    by_name = {r.name: r for r in prediction.requests}
     for name, letter in letters.items():
-        lines.append(f"{letter} = {_label(by_name[name], priority_names)}")
+        lines.append(f"{letter} = {_workload_label(prediction, name, priority_names)}")
     lines.append(f"{_FREE_SYMBOL} = free; one cell = {prediction.cell_chips} chips, {cells} cells per cube")
-    for name in prediction.pending:
-        lines.append(f"pending: {_label(by_name[name], priority_names)}")
+    by_name = {r.name: r for r in prediction.requests}
+    for run in _runs([by_name[n] for n in prediction.pending], lambda r: ""):
+        lines.append(f"pending: {_run_label(run, priority_names)}")
     return lines
 
 
+def _runs(requests: Sequence[Request], key: Callable[[Request], object]) -> list[list[Request]]:
+    """Consecutive requests of one LWS with equal `key`, as runs (a request of no LWS is a run alone)."""
+    runs: list[list[Request]] = []
+    last: object = None
+    for request in requests:
+        mark = (request.lws, key(request)) if request.lws else None
+        if runs and mark is not None and mark == last:
+            runs[-1].append(request)
+        else:
+            runs.append([request])
+        last = mark
+    return runs
+
+
 def narrative(prediction: Prediction, priority_names: Mapping[int, str] = DEFAULT_PRIORITY_NAMES) -> list[str]:
-    """The events as sentences, then what stays pending and the final use of the block."""
+    """The events as sentences, then what stays pending and the final use of the block.
+
+    Consecutive like events of one LWS's groups (admitted or re-admitted without preempting,
+    waiting for the same reason) make one sentence; an admission that preempts is told alone.
+    """
     by_name = {r.name: r for r in prediction.requests}
     preempted: set[str] = set()
-    lines = []
+    told: list[tuple[str, bool, Event]] = []  # (what kind of sentence, comes back?, event)
     for event in prediction.events:
-        request = by_name[event.workload]
-        label = _label(request, priority_names)
+        again = event.workload in preempted  # preempted before this event
         if event.action == "preempted":
             preempted.add(event.workload)
-            continue
+        elif event.action == "waiting":
+            told.append((f"wait: {event.detail}", again, event))
+        else:  # an admission that preempts is told alone: it names its own victims
+            told.append(("" if event.victims else "admitted", again, event))
+    chunks: list[list[tuple[bool, Event]]] = []
+    last: tuple[str, str, bool] | None = None
+    for kind, again, event in told:
+        lws = by_name[event.workload].lws
+        mark = (lws, kind, again) if lws and kind else None
+        if chunks and mark is not None and mark == last:
+            chunks[-1].append((again, event))
+        else:
+            chunks.append([(again, event)])
+        last = mark
+    lines = []
+    for chunk in chunks:
+        (back, event), requests = chunk[0], [by_name[e.workload] for _, e in chunk]
+        subject, one = _run_label(requests, priority_names), len(chunk) == 1
+        cubes = cube_span(c for _, e in chunk for c in e.cubes)
         if event.action == "waiting":
-            lines.append(f"{label} waits: {event.detail}.")
+            lines.append(f"{subject} wait{'s' if one else ''}: {event.detail}.")
         elif event.victims:
             victims = ", ".join(f"{v} ({_priority(by_name[v].priority, priority_names)})" for v in event.victims)
-            again = " comes back and" if event.workload in preempted else ""
-            lines.append(f"{label}{again} preempts {victims} to take {cube_span(event.cubes)}.")
-        elif event.workload in preempted:
-            lines.append(f"{label} is re-admitted into {cube_span(event.cubes)}.")
+            lines.append(f"{subject}{' comes back and' if back else ''} preempts {victims} to take {cubes}.")
         else:
-            lines.append(f"{label} is admitted into {cube_span(event.cubes)}.")
-    for name in prediction.pending:
-        lines.append(f"{_label(by_name[name], priority_names)} stays pending: {prediction.reasons[name]}.")
+            lines.append(f"{subject} {'is' if one else 'are'} {'re-' if back else ''}admitted into {cubes}.")
+    for run in _runs([by_name[n] for n in prediction.pending], lambda r: prediction.reasons[r.name]):
+        verb = "stays" if len(run) == 1 else "stay"
+        lines.append(f"{_run_label(run, priority_names)} {verb} pending: {prediction.reasons[run[0].name]}.")
     total = prediction.cubes * prediction.cube_chips
     lines.append(
         f"Final: {len(prediction.admitted)} admitted, {len(prediction.pending)} pending; "

@@ -46,12 +46,24 @@ def facts(result: PlanResult, config: StackConfig, address: Callable[[str], str]
             admission.requests_from_workloads(work, priorities), config.tpu.cubes, config.tpu.generation
         )
     workloads: list[dict[str, Any]] = []
+    owner = {r.name: r.lws or r.name for r in prediction.requests} if prediction is not None else {}
     for w in work:
         if prediction is not None:
-            verdict = prediction.final[w.name]
-            reason = prediction.reasons[w.name]
-            cubes = sorted({p.cube for p in prediction.placements if p.workload == w.name})
-            preempted_by = [e.by for e in prediction.events if e.workload == w.name and e.action == "preempted"]
+            # An LWS is one Kueue Workload per group (domain/admission.py A1): admitted when all are.
+            members = {r.name for r in prediction.members(w.name)}
+            running, total = prediction.groups(w.name)
+            verdict = "admitted" if running == total else "pending"
+            waits = "; ".join(sorted({prediction.reasons[m] for m in members if prediction.final[m] != "admitted"}))
+            if running == total:
+                reason = prediction.where(w.name)
+            elif running:
+                reason = f"{running} of {total} groups admitted ({prediction.where(w.name)}); the rest: {waits}"
+            else:
+                reason = waits
+            cubes = sorted({p.cube for p in prediction.placements if p.workload in members})
+            preempted_by = sorted(  # by workload: an LWS, not which of its groups
+                {owner[e.by] for e in prediction.events if e.workload in members and e.action == "preempted"}
+            )
         else:
             verdict, reason, cubes, preempted_by = "admitted", "its own node pool(s), no Kueue", [], []
         workloads.append(

@@ -105,14 +105,54 @@ def test_reference_narrative(reference: Prediction) -> None:
 def test_requests_from_capacity_workloads() -> None:
     workloads = [
         Workload("subslicing-check", "JobSet", "low", "2x2x2", 6, 8, 2, 1536),
-        Workload("jetstream-model-servers", "LeaderWorkerSet", "-", "2x2x2", 1, 8, 2, 1536),
+        Workload("vllm-prefill", "LeaderWorkerSet", "-", "2x2x2", 3, 8, 2, 1536),
     ]
+    # A JobSet is one Workload; an LWS is one per group (Kueue's leaderworkerset_reconciler.go).
     assert requests_from_workloads(workloads, {"low": 1000}) == [
         Request("subslicing-check", 1000, "2x2x2", 6, 0),
-        Request("jetstream-model-servers", 0, "2x2x2", 1, 1),
+        *(Request(f"vllm-prefill/{g}", 0, "2x2x2", 1, 1, lws="vllm-prefill") for g in range(3)),
     ]
     with pytest.raises(ValueError, match="unknown priority level 'low'"):
         requests_from_workloads(workloads[:1], {"high": 3000})
+
+
+def test_an_lws_is_admitted_group_by_group() -> None:
+    # Kueue makes one Workload per LWS group, so two of three 2x4x4 groups run on one cube.
+    groups = [Request(f"x/{g}", 3000, "2x4x4", 1, 0, lws="x") for g in range(3)]
+    result = predict(groups, 1, TPU7X)
+    assert result.groups("x") == (2, 3)
+    assert result.final == {"x/0": "admitted", "x/1": "admitted", "x/2": "pending"}
+    assert result.where("x") == "cube 0 [0-64)"
+    # Like events of one LWS's groups make one sentence; the map gives the LWS one letter.
+    assert narrative(result)[0] == "x groups 0-1 (high, 2x4x4 each) are admitted into cube 0."
+    assert render_map(result) == [
+        "cube 0 | AAAA AAAA AAAA AAAA |",
+        "A = x (high, 2 of 3 groups x 2x4x4)",
+        ". = free; one cell = 4 chips, 16 cells per cube",
+        "pending: x/2 (high, 2x4x4)",
+    ]
+    with pytest.raises(KeyError):
+        result.groups("y")
+    with pytest.raises(ValueError, match="must share priority"):
+        predict([*groups, Request("x/3", 1000, "2x4x4", 1, 0, lws="x")], 1, TPU7X)
+
+
+def test_an_lws_groups_are_tried_before_the_re_tries_of_their_victims() -> None:
+    # The cube is full of lows and w waits. x/0 preempts d; x/1, still in Kueue's queue above w,
+    # takes the rest of d's partition before w is re-tried, so w is never admitted (A5, A7).
+    lows = [Request("a", 1000, "2x4x4", 1, 0), Request("c", 1000, "2x2x4", 1, 1), Request("d", 1000, "2x2x4", 1, 2)]
+    waiting = Request("w", 1000, "2x2x1", 1, 3)
+    groups = [Request(f"x/{g}", 3000, "2x2x2", 1, 4, lws="x") for g in range(2)]
+    result = predict([*lows, waiting, *groups], 1, TPU7X)
+    assert result.groups("x") == (2, 2)
+    assert [(e.workload, e.action) for e in result.events if e.workload in ("w", "d")] == [
+        ("d", "admitted"),
+        ("w", "waiting"),
+        ("d", "preempted"),
+    ]
+    # Two separate arrivals instead: w is re-admitted between them and preempted by the second.
+    apart = [Request("x0", 3000, "2x2x2", 1, 4), Request("x1", 3000, "2x2x2", 1, 5)]
+    assert ("w", "preempted") in [(e.workload, e.action) for e in predict([*lows, waiting, *apart], 1, TPU7X).events]
 
 
 def test_preemption_takes_lowest_priority_most_recent_then_minimises() -> None:
@@ -190,6 +230,31 @@ def test_event_and_placement_are_frozen(reference: Prediction) -> None:
 
 # ---------------------------------------------------------------- properties
 
+
+def _arrivals(requests: list[Request]) -> list[list[Request]]:
+    """A5's arrivals from scratch: one request, or all of an LWS's groups at its first group's place."""
+    ordered = sorted(requests, key=lambda r: (r.order, r.name))
+    found: list[list[Request]] = []
+    for request in ordered:
+        same = [a for a in found if request.lws and a[0].lws == request.lws]
+        if same:
+            same[0].append(request)
+        else:
+            found.append([request])
+    return found
+
+
+def _as_groups(draw: st.DrawFn, requests: list[Request]) -> list[Request]:
+    """Some requests become LeaderWorkerSets: one one-slice request per group, arriving together (A1)."""
+    found: list[Request] = []
+    for r in requests:
+        if draw(st.integers(min_value=0, max_value=3)) == 0:
+            found += [Request(f"{r.name}/{g}", r.priority, r.shape, 1, r.order, lws=r.name) for g in range(r.slices)]
+        else:
+            found.append(r)
+    return found
+
+
 SHAPES = ["2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8"]
 SUPER_CUBES = {"4x4x8": 2, "4x8x8": 4}
 CHIPS = {"2x2x1": 4, "2x2x2": 8, "2x2x4": 16, "2x4x4": 32, "4x4x4": 64}
@@ -209,7 +274,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Request], int]:
         )
         for i in range(count)
     ]
-    return requests, cubes
+    return _as_groups(draw, requests), cubes
 
 
 def _cells(requests: list[Request], result: Prediction) -> dict[tuple[int, int], str]:
@@ -275,7 +340,10 @@ def test_invariants(scenario: tuple[list[Request], int]) -> None:
         if event.action == "preempted":
             assert by_name[event.by].priority > by_name[event.workload].priority
     arrivals = [e for e in result.events if e.action in ("admitted", "waiting")]
-    assert len({e.step for e in arrivals}) == len(requests)  # every arrival decided once
+    assert len({e.step for e in arrivals}) == len(_arrivals(requests))  # every arrival decided
+    for step, arrival in enumerate(_arrivals(requests), start=1):  # each of its requests once, first
+        first = [e.workload for e in result.events if e.step == step and e.action != "preempted"][: len(arrival)]
+        assert first == [r.name for r in arrival]
 
 
 @settings(max_examples=30, deadline=None)
@@ -302,7 +370,7 @@ def test_map_matches_placements(scenario: tuple[list[Request], int]) -> None:
     free = sum(row.count(".") for row in rows)
     assert free * 4 == cubes * CUBE - result.chips_in_use
     legend = [line for line in lines if " = " in line and not line.startswith(".")]
-    assert len(legend) == len(result.admitted)
+    assert len(legend) == len({r.lws or r.name for r in result.requests if result.final[r.name] == "admitted"})
 
 
 # ---------------------------------------------------------------- pinned outcomes (issue 15)
@@ -493,7 +561,7 @@ def orderings(draw: st.DrawFn) -> tuple[list[Request], int]:
                 order=draw(st.integers(min_value=0, max_value=count)) if mode == "random" else i,
             )
         )
-    return requests, cubes
+    return _as_groups(draw, requests), cubes
 
 
 def _blocks(request: Request, cubes: int, taken: set[tuple[int, int]]) -> tuple[int, int]:
@@ -522,13 +590,13 @@ def test_events_replay_to_the_final_state(scenario: tuple[list[Request], int]) -
     requests, cubes = scenario
     result = predict(requests, cubes, TPU7X)
     by_name = {r.name: r for r in requests}
-    queue = sorted(requests, key=lambda r: (r.order, r.name))
+    batches = _arrivals(requests)
     holding: dict[str, set[tuple[int, int]]] = {}  # admitted workload -> its cells
 
     def taken(exclude: frozenset[str] | set[str] = frozenset()) -> set[tuple[int, int]]:
         return {cell for who, cells in holding.items() if who not in exclude for cell in cells}
 
-    arrivals: dict[int, Request] = {}
+    decided: dict[int, int] = {}  # step -> how many of its arrival's requests were decided
     preempted_now: list[str] = []
     for event in result.events:
         request = by_name[event.workload]
@@ -538,15 +606,16 @@ def test_events_replay_to_the_final_state(scenario: tuple[list[Request], int]) -
             assert {c for c, _ in holding[event.workload]} == set(event.cubes)
             preempted_now.append(event.workload)
             continue
-        if event.step not in arrivals:  # the first decision of a step is its arrival's (A5)
-            arrivals[event.step] = request
-            assert request is queue[event.step - 1]
+        batch = batches[event.step - 1]
+        if decided.get(event.step, 0) < len(batch):  # a step's first decisions are its arrival's (A5)
+            assert request is batch[decided.get(event.step, 0)]
+            decided[event.step] = decided.get(event.step, 0) + 1
             assert not event.detail.startswith("re-admitted")
         else:  # then come re-tries, only after a preemption, only of lower priorities (A7)
-            arrival = arrivals[event.step]
             assert event.action == "admitted" and "re-admitted" in event.detail
-            assert request.priority < arrival.priority
-            assert any(e.step == event.step and e.workload == arrival.name and e.victims for e in result.events)
+            assert request.priority < batch[0].priority
+            members = {r.name for r in batch}
+            assert any(e.step == event.step and e.workload in members and e.victims for e in result.events)
         if event.action == "waiting":
             assert event.workload not in holding
             lower = {who for who in holding if by_name[who].priority < request.priority}
@@ -578,7 +647,7 @@ def test_events_replay_to_the_final_state(scenario: tuple[list[Request], int]) -
         preempted_now = []
 
     assert preempted_now == []
-    assert set(arrivals) == set(range(1, len(requests) + 1))
+    assert decided == {step: len(batch) for step, batch in enumerate(batches, start=1)}
     assert set(result.admitted) == set(holding)
     placed = {
         (p.cube, i) for p in result.placements for i in range(p.offset_chips // 4, (p.offset_chips + p.chips) // 4)
@@ -759,15 +828,17 @@ class _Plain:
         return text + f", and {after} even after preempting all {many}"
 
     def run(self) -> Prediction:
-        for step, request in enumerate(self.requests, start=1):
-            fits, victims = self.search(request)
-            if fits:
-                self.admit(request, victims, step, readmission=False)
-            else:
-                self.events.append(Event(step, request.name, "waiting", self.reason(request)))
-                self.pending.add(request.name)
+        for step, arrival in enumerate(_arrivals(self.requests), start=1):
+            for request in arrival:  # an LWS's groups, each in turn, before any re-try (A5)
+                fits, victims = self.search(request)
+                if fits:
+                    self.admit(request, victims, step, readmission=False)
+                else:
+                    self.events.append(Event(step, request.name, "waiting", self.reason(request)))
+                    self.pending.add(request.name)
+            arrived = {r.name for r in arrival}
             for waiting in self.queue:  # one pass, in Kueue's queue order; victims come later in it
-                if waiting.name in self.pending and waiting.name != request.name:
+                if waiting.name in self.pending and waiting.name not in arrived:
                     fits, victims = self.search(waiting)
                     if fits:
                         self.admit(waiting, victims, step, readmission=True)
@@ -809,7 +880,7 @@ def crowded(draw: st.DrawFn) -> tuple[list[Request], int]:
                 order=i,
             )
         )
-    return requests, cubes
+    return _as_groups(draw, requests), cubes
 
 
 @settings(max_examples=150, deadline=None)

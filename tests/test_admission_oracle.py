@@ -4,17 +4,20 @@ One local control plane (tests/control_plane.py) with the simulated nodes of a T
 `CUBES` cubes, the real Kueue, JobSet and LWS (tests/controllers.py) and the slice admission-check
 stand-in serve the module. The program's own Kueue objects (Topology, ResourceFlavor, AdmissionCheck,
 ClusterQueue, LocalQueue, WorkloadPriorityClasses and the workload namespace, from the offline plan)
-are applied as they are. Each scenario then submits JobSets shaped like the program's TPU workloads
-one by one, waiting for Kueue to settle after each, records which Kueue admits, which wait and which
-it preempted, and on which cubes, and compares that with `admission.predict` for the same requests.
+are applied as they are. Each scenario then submits JobSets shaped like the program's TPU workloads,
+and LeaderWorkerSets made from the program's rendered serving LWS, one by one, waiting for Kueue to
+settle after each, records which Kueue admits, which wait and which it preempted, and on which cubes,
+and compares that with `admission.predict` for the same requests. Kueue makes one Workload per LWS
+group and orders a group's Workloads by UID, so an LWS is judged by its groups' verdicts as a
+multiset (how many run, how many were preempted), not group by group.
 
 The JobSets carry what the program's slicing checks carry (queue and priority labels, the
 `cloud.google.com/gke-tpu-slice-topology` pod annotation, the TPU node selector, toleration and one
 VM's chips per pod) plus Kueue's topology annotations for that slice: GKE's slice controller derives
 those from the slice-topology annotation on a real cluster; here the test writes them (one slice of
 shape S in one `gke-tpu-partition-S-id` domain, a super-slice in whole `4x4x4` partitions, all in the
-reservation block). Kueue's ClusterQueue admits a JobSet as one Workload, all or nothing, as the
-model assumes (A1).
+reservation block; for an LWS group, both templates in one partition under one PodSet group name).
+Kueue's ClusterQueue admits a JobSet as one Workload, all or nothing, as the model assumes (A1).
 
 `pytest -s tests/test_admission_oracle.py` prints the agreement table.
 """
@@ -22,6 +25,7 @@ model assumes (A1).
 from __future__ import annotations
 
 import calendar
+import copy
 import json
 import os
 import random
@@ -48,6 +52,13 @@ CUBES = 4
 STACK = "dev"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
+LWSS = "/apis/leaderworkerset.x-k8s.io/v1"
+SERVING_LWS = "vllm-prefill"  # the program's LWS the oracle's LWSs are made from
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue names an LWS group's Workload by its index in this annotation (kueue@v0.19.2
+# pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go constructWorkload).
+GROUP_INDEX = "kueue.x-k8s.io/component-workload-index"
 KUEUE_KINDS = ("Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
 SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"  # k8s/slicing_checks.py
 BLOCK_LEVEL = "cloud.google.com/gce-topology-block"
@@ -60,10 +71,21 @@ WARM_START_LIMIT = 30.0  # the controllers on top of a running plane
 class Scenario:
     name: str
     workloads: tuple[tuple[str, str, str, int], ...]  # (name, priority level, shape, slices), in order
+    lws: tuple[str, ...] = ()  # the workloads that are LeaderWorkerSets: `slices` groups, one slice each
+
+    def requests(self) -> list[tuple[str, str, str, int, str]]:
+        """(Kueue Workload, level, shape, slices, LWS or ""): an LWS is one Workload per group, `<lws>/<i>`."""
+        found = []
+        for name, level, shape, slices in self.workloads:
+            if name in self.lws:
+                found += [(f"{name}/{g}", level, shape, 1, name) for g in range(slices)]
+            else:
+                found.append((name, level, shape, slices, ""))
+        return found
 
 
-def _s(name: str, *workloads: tuple[str, str, str, int]) -> Scenario:
-    return Scenario(name, workloads)
+def _s(name: str, *workloads: tuple[str, str, str, int], lws: tuple[str, ...] = ()) -> Scenario:
+    return Scenario(name, workloads, lws)
 
 
 # Four cubes of 16 hosts (2x2x1 each); 2x2x2 = 2 hosts, 2x2x4 = 4, 2x4x4 = 8, 4x4x4 = 16, 4x4x8 = 2 cubes.
@@ -75,6 +97,7 @@ SCENARIOS = (
         ("vllm-prefill", "high", "2x2x2", 4),
         ("vllm-decode", "high", "2x2x2", 4),
         ("vllm-prefill-2", "high", "4x4x4", 1),
+        lws=("vllm-prefill", "vllm-decode", "vllm-prefill-2"),  # the serving roles, as the program runs them
     ),
     _s(
         "low sub-slices fill the block, high groups preempt",
@@ -82,6 +105,7 @@ SCENARIOS = (
         ("low-b", "low", "2x2x4", 8),
         ("prefill", "high", "2x2x4", 4),
         ("decode", "high", "2x2x4", 4),
+        lws=("prefill", "decode"),
     ),
     _s(
         "everything fits",
@@ -198,6 +222,29 @@ SCENARIOS = (
         ("super", "medium", "4x4x12", 1),
         ("super-high", "high", "4x4x12", 1),
     ),
+    _s(
+        "an LWS runs in part: eight of nine groups fit",
+        ("serve", "high", "2x4x4", 9),
+        ("check", "low", "2x2x1", 1),
+        lws=("serve",),
+    ),
+    _s(
+        "an LWS's groups are tried before the re-tries of their victims",  # the model's A5 and A7
+        ("fill", "low", "4x4x4", 3),
+        ("a", "low", "2x4x4", 1),
+        ("c", "low", "2x2x4", 1),
+        ("d", "low", "2x2x4", 1),
+        ("w", "low", "2x2x1", 1),  # waits; the second group takes the rest of d's partition before w is re-tried
+        ("x", "high", "2x2x2", 2),
+        lws=("x",),
+    ),
+    _s(
+        "a high JobSet preempts the newest low LWS's groups, not an older JobSet",
+        ("old", "low", "4x4x4", 2),
+        ("groups", "low", "4x4x4", 2),
+        ("high", "high", "4x4x8", 1),
+        lws=("groups",),
+    ),
 )
 
 # Scenarios where real Kueue does something else than the model: scenario -> (Kueue's outcome, the
@@ -223,16 +270,24 @@ RANDOM_SHAPES = (
     ("4x4x16", 1),
 )
 RANDOM_LEVELS = ("-", "low", "medium", "high")  # the stack's WorkloadPriorityClasses, and none
+# Shapes a serving role may have as an LWS: a sub-slice of more than one VM (settings/model.py
+# _check_serving), so the group has a leader and workers. One in three such workloads is an LWS.
+LWS_SHAPES = ("2x2x2", "2x2x4", "2x4x4", "4x4x4")
+LWS_SHARE = 3
 
 
 def random_scenario(seed: int) -> Scenario:
-    """Two to five workloads of random shapes, slice counts and priorities, in a random order."""
-    rng = random.Random(seed)
-    workloads = []
+    """Two to five workloads of random shapes, slice counts and priorities, in a random order; some of
+    them LeaderWorkerSets of that many groups. Which ones are drawn from a second generator, so a seed
+    found before LWSs were drawn still gives the same shapes, counts and priorities."""
+    rng, kinds = random.Random(seed), random.Random(f"lws {seed}")
+    workloads, lws = [], []
     for index in range(rng.randint(2, 5)):
         shape, most = rng.choice(RANDOM_SHAPES)
         workloads.append((f"w{index}", rng.choice(RANDOM_LEVELS), shape, rng.randint(1, most)))
-    return Scenario(f"seed {seed}", tuple(workloads))
+        if shape in LWS_SHAPES and kinds.randrange(LWS_SHARE) == 0:
+            lws.append(f"w{index}")
+    return Scenario(f"seed {seed}", tuple(workloads), tuple(lws))
 
 
 def tied_preemptions(prediction: admission.Prediction) -> list[str]:
@@ -257,10 +312,10 @@ def tied_preemptions(prediction: admission.Prediction) -> list[str]:
             candidates = admitted_at | evicted  # what was admitted when the preemptor looked
             priority = by_name[event.workload].priority
             for victim in event.victims:
-                twins = [
+                twins = [  # a twin that is a victim too is no choice
                     other
                     for other, step in candidates.items()
-                    if other != victim
+                    if other not in event.victims
                     and step == candidates[victim]
                     and by_name[other].priority == by_name[victim].priority < priority
                 ]
@@ -296,6 +351,7 @@ class Env:
     node_labels: dict[str, dict[str, str]]
     warm_start: float
     running: ctl.Controllers  # checked while waiting: a dead controller fails at once, saying which
+    lws: dict[str, Any]  # the program's rendered serving LWS (SERVING_LWS)
 
 
 @pytest.fixture(scope="module")
@@ -312,6 +368,15 @@ def env() -> Iterator[Env]:
     local_queue = next(b for b in kueue_objects if b["kind"] == "LocalQueue")
     namespace = local_queue["metadata"]["namespace"]
     namespace_body = next(b for b in bodies if b["kind"] == "Namespace" and b["metadata"]["name"] == namespace)
+    serving = next(b for b in bodies if b["kind"] == "LeaderWorkerSet" and b["metadata"]["name"] == SERVING_LWS)
+    assert serving["metadata"]["namespace"] == namespace, "the serving LWS is not in the LocalQueue's namespace"
+    account_name = serving["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["serviceAccountName"]
+    account = next(
+        b
+        for b in bodies
+        if b["kind"] == "ServiceAccount"
+        and (b["metadata"]["name"], b["metadata"].get("namespace")) == (account_name, namespace)
+    )
     nodes = cp.stack_nodes(config)
     pools = config.pool_names()  # in cube order: one per sub-block
     node_cube = {
@@ -325,6 +390,7 @@ def env() -> Iterator[Env]:
     ):
         print(f"\ncontrollers up in {running.startup_seconds:.1f} s {running.timings}", file=sys.stderr)
         plane.apply(f"/api/v1/namespaces/{namespace}", namespace_body)
+        plane.apply(f"/api/v1/namespaces/{namespace}/serviceaccounts/{account_name}", account)
         order = {kind: i for i, kind in enumerate(KUEUE_KINDS)}
         for body in sorted(kueue_objects, key=lambda b: order[b["kind"]]):
             plane.apply(_path(body), body)
@@ -359,6 +425,7 @@ def env() -> Iterator[Env]:
             {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes},
             running.startup_seconds,
             running,
+            _integers(serving),
         )
         print("\n" + _table(RESULTS), file=sys.stderr)
 
@@ -434,6 +501,47 @@ def jobset(env: Env, name: str, level: str, shape: str, slices: int) -> dict[str
     }
 
 
+def _integers(value: Any) -> Any:
+    """`value` with whole floats as ints: the plan's bodies come through Pulumi's JSON, which has
+    only floats, and the API server refuses 4.0 for an integer field."""
+    if isinstance(value, dict):
+        return {k: _integers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integers(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def leader_worker_set(env: Env, name: str, level: str, shape: str, groups: int) -> dict[str, Any]:
+    """The program's serving LWS renamed, with `groups` replicas of one slice of `shape` each.
+
+    Only what a scenario varies is changed: the name, the priority, the replicas, the group size
+    (one pod per VM of the slice) and the slice shape of both templates; plus what GKE's slice
+    controller adds on a real cluster, Kueue's topology request, with the PodSet group name that
+    keeps the leader and its workers in one slice (tests/standins/slice_topology.py).
+    """
+    generation = env.config.tpu.generation
+    body = copy.deepcopy(env.lws)
+    meta = body["metadata"]
+    meta["name"], meta["namespace"] = name, env.namespace
+    labels = meta["labels"]
+    labels[QUEUE_LABEL] = env.local_queue
+    labels.pop(PRIORITY_LABEL, None)
+    if level != "-":
+        labels[PRIORITY_LABEL] = env.priority_classes[level]
+    spec = body["spec"]
+    spec["replicas"] = groups
+    group = spec["leaderWorkerTemplate"]
+    group["size"] = topology.Topology.parse(shape).chips // slice_topology.HOST_CHIPS
+    request = slice_topology.kueue_annotations(generation, shape, one_group=True, grouped=True)
+    for template in (group["leaderTemplate"], group["workerTemplate"]):
+        annotations = template["metadata"].setdefault("annotations", {})
+        annotations[SLICE_TOPOLOGY_ANNOTATION] = shape
+        annotations.update(request)
+    return body
+
+
 @dataclass(frozen=True)
 class Observed:
     state: str  # "admitted" | "pending"
@@ -463,12 +571,15 @@ def _hosts(workload: Mapping[str, Any]) -> list[str]:
 
 
 def _workloads(env: Env) -> dict[str, dict[str, Any]]:
-    """The scenario's Kueue Workloads by the name of the JobSet that owns them."""
+    """The scenario's Kueue Workloads by the JobSet that owns them, or `<lws>/<group index>`."""
     found = {}
     for workload in env.plane.request("GET", f"{KUEUE}/namespaces/{env.namespace}/workloads")["items"]:
-        owners = [o["name"] for o in workload["metadata"].get("ownerReferences") or [] if o["kind"] == "JobSet"]
-        if owners:
-            found[owners[0]] = workload
+        meta = workload["metadata"]
+        for owner in meta.get("ownerReferences") or []:
+            if owner["kind"] == "JobSet":
+                found[owner["name"]] = workload
+            elif owner["kind"] == "LeaderWorkerSet":
+                found[f"{owner['name']}/{(meta.get('annotations') or {}).get(GROUP_INDEX)}"] = workload
     return found
 
 
@@ -482,25 +593,24 @@ def _snapshot(
 ) -> dict[str, tuple[str, ...]] | None:
     """Each workload's (QuotaReserved, Admitted, Evicted, hosts); None while Kueue is mid-way.
 
-    `shapes` (name -> what Kueue's scheduling hash covers: priority, shape, slices): a workload with
-    no QuotaReserved condition yet counts as pending when an earlier one of the same shape waits
+    `shapes` (name -> what Kueue's scheduling hash covers: kind, priority, shape, slices): a workload
+    with no QuotaReserved condition yet counts as pending when another one of the same shape waits
     with QuotaReserved False. Kueue then never looks at it: with BestEffortFIFO a NoFit moves the
     workloads of its scheduling hash to the inadmissible list in bulk, and later arrivals of that
     hash go there directly, without a condition (kueue@v0.19.2 pkg/cache/queue/cluster_queue.go
     PushOrUpdate and handleInadmissibleHash; the hash: pkg/workload/workload.go computeSchedulingHash).
+    "Another", not "an earlier": an LWS's groups are queued by UID, not by index.
     """
     workloads = _workloads(env)
+    if any(name not in workloads for name in names):
+        return None
+    waiting = {shapes[n] for n in names if _condition(workloads[n], "QuotaReserved") == "False"} if shapes else set()
     state: dict[str, tuple[str, ...]] = {}
     for name in names:
-        workload = workloads.get(name)
-        if workload is None:
-            return None
+        workload = workloads[name]
         reserved, admitted, evicted = (_condition(workload, c) for c in ("QuotaReserved", "Admitted", "Evicted"))
         if reserved is None:
-            parked = shapes is not None and any(
-                shapes[other] == shapes[name] and seen[0] == "False" for other, seen in state.items()
-            )
-            if not parked:  # not seen by the scheduler yet
+            if shapes is None or shapes[name] not in waiting:  # not seen by the scheduler yet
                 return None
             state[name] = ("parked",)
             continue
@@ -554,11 +664,14 @@ def _observe(env: Env, names: Sequence[str]) -> dict[str, Observed]:
 
 
 def _clean(env: Env) -> None:
-    """Delete the scenario's JobSets, their Jobs and pods at once, then wait for Kueue to drop the Workloads."""
+    """Delete the scenario's JobSets, LWSs, their Jobs, StatefulSets and pods at once, then wait for Kueue
+    to drop the Workloads."""
     plane, namespace = env.plane, env.namespace
     background = {"propagationPolicy": "Background", "gracePeriodSeconds": 0}
     plane.request("DELETE", f"{JOBSETS}/namespaces/{namespace}/jobsets", background)
     plane.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs", background)
+    plane.request("DELETE", f"{LWSS}/namespaces/{namespace}/leaderworkersets", background)
+    plane.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/statefulsets", background)
 
     def gone() -> bool:
         plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
@@ -598,40 +711,49 @@ def _past_the_last_reservation_second(env: Env) -> None:
 def run_in_kueue(env: Env, scenario: Scenario) -> dict[str, Observed]:
     _clean(env)
     names: list[str] = []
-    shapes = {name: (level, shape, slices) for name, level, shape, slices in scenario.workloads}
+    shapes = {name: (bool(lws), level, shape, slices) for name, level, shape, slices, lws in scenario.requests()}
     for name, level, shape, slices in scenario.workloads:
         _past_the_last_reservation_second(env)
-        env.plane.request(
-            "POST", f"{JOBSETS}/namespaces/{env.namespace}/jobsets", jobset(env, name, level, shape, slices)
-        )
-        names.append(name)
+        if name in scenario.lws:
+            body = leader_worker_set(env, name, level, shape, slices)
+            env.plane.request("POST", f"{LWSS}/namespaces/{env.namespace}/leaderworkersets", body)
+            names += [f"{name}/{g}" for g in range(slices)]
+        else:
+            body = jobset(env, name, level, shape, slices)
+            env.plane.request("POST", f"{JOBSETS}/namespaces/{env.namespace}/jobsets", body)
+            names.append(name)
         _settle(env, names, shapes=shapes)
     _settle(env, names, FINAL_QUIET, shapes=shapes)
     return _observe(env, names)
 
 
 def run_model(env: Env, scenario: Scenario) -> admission.Prediction:
-    priorities = dict(env.config.kueue.priorities.items())
-    requests = [
-        admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order)
-        for order, (name, level, shape, slices) in enumerate(scenario.workloads)
-    ]
-    return admission.predict(requests, CUBES, env.config.tpu.generation)
+    return _predict(env.config, scenario)
 
 
-def model_verdicts(prediction: admission.Prediction) -> dict[str, str]:
+def _by_workload(scenario: Scenario, verdicts: Mapping[str, str]) -> dict[str, str]:
+    """One verdict per JobSet, and per LWS its groups' verdicts sorted: which group index Kueue runs
+    depends on the Workloads' UIDs (domain/admission.py A1), how many of them do not."""
+    found: dict[str, list[str]] = {}
+    for name, _, _, _, lws in scenario.requests():
+        found.setdefault(lws or name, []).append(verdicts[name])
+    return {name: " ".join(sorted(seen)) for name, seen in found.items()}
+
+
+def model_verdicts(scenario: Scenario, prediction: admission.Prediction) -> dict[str, str]:
     preempted = {e.workload for e in prediction.events if e.action == "preempted"}
-    return {r.name: prediction.final[r.name] + ("*" if r.name in preempted else "") for r in prediction.requests}
+    each = {r.name: prediction.final[r.name] + ("*" if r.name in preempted else "") for r in prediction.requests}
+    return _by_workload(scenario, each)
 
 
-def kueue_verdicts(observed: Mapping[str, Observed]) -> dict[str, str]:
-    return {name: o.state + ("*" if o.preempted else "") for name, o in observed.items()}
+def kueue_verdicts(scenario: Scenario, observed: Mapping[str, Observed]) -> dict[str, str]:
+    return _by_workload(scenario, {name: o.state + ("*" if o.preempted else "") for name, o in observed.items()})
 
 
 def _check_shapes(env: Env, scenario: Scenario, observed: Mapping[str, Observed]) -> None:
     """Kueue's assignment honours the slice shapes: whole aligned partitions, whole cubes for super-slices."""
     generation = env.config.tpu.generation
-    for name, _, shape, slices in scenario.workloads:
+    for name, _, shape, slices, _ in scenario.requests():
         seen = observed[name]
         if seen.state != "admitted":
             continue
@@ -692,8 +814,8 @@ def test_an_admitted_jobset_runs_on_one_partition(env: Env) -> None:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_kueue_agrees_with_the_admission_preview(env: Env, scenario: Scenario) -> None:
     observed = run_in_kueue(env, scenario)
-    kueue = kueue_verdicts(observed)
-    model = model_verdicts(run_model(env, scenario))
+    kueue = kueue_verdicts(scenario, observed)
+    model = model_verdicts(scenario, run_model(env, scenario))
     agree = kueue == model
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
     RESULTS.append((scenario.name, _verdict_text(model), _verdict_text(kueue), "yes" if agree else "NO"))
@@ -726,9 +848,10 @@ def _untied(config: StackConfig, rng: random.Random, first: int) -> tuple[int, S
 
 def _predict(config: StackConfig, scenario: Scenario) -> admission.Prediction:
     priorities = dict(config.kueue.priorities.items())
+    order = {name: i for i, (name, *_) in enumerate(scenario.workloads)}  # an LWS's groups arrive together
     requests = [
-        admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order)
-        for order, (name, level, shape, slices) in enumerate(scenario.workloads)
+        admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order[lws or name], lws)
+        for name, level, shape, slices, lws in scenario.requests()
     ]
     return admission.predict(requests, CUBES, config.tpu.generation)
 
@@ -765,8 +888,8 @@ def test_kueue_agrees_on_a_random_scenario(env: Env, run_seed: int, index: int) 
     first = REGRESSION_SEEDS[index] if index < len(REGRESSION_SEEDS) else rng.getrandbits(32)
     seed, scenario, skipped = _untied(env.config, rng, first)
     observed = run_in_kueue(env, scenario)
-    kueue = kueue_verdicts(observed)
-    model = model_verdicts(run_model(env, scenario))
+    kueue = kueue_verdicts(scenario, observed)
+    model = model_verdicts(scenario, run_model(env, scenario))
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
     RESULTS.append((scenario.name, _verdict_text(model), _verdict_text(kueue), "yes" if kueue == model else "NO"))
     print(f"\n{scenario.name} {scenario.workloads}: model {model}\n  kueue {kueue} cubes {where}", file=sys.stderr)

@@ -22,8 +22,16 @@ from plan.__main__ import PENDING_HIGH_PRIORITY_EXIT, main
 from settings.loader import load
 from tests.conftest import dev_raw, merged
 
-# The files of the diff feature: copied from the working tree into the clone's base commit.
-PLAN_CODE = ("plan/__main__.py", "plan/document.py", "plan/impact.py", "plan/policies.py", "plan/render.py")
+# The files of the diff feature (with the admission model its impact section is written from):
+# copied from the working tree into the clone's base commit.
+PLAN_CODE = (
+    "plan/__main__.py",
+    "plan/document.py",
+    "plan/impact.py",
+    "plan/policies.py",
+    "plan/render.py",
+    "domain/admission.py",
+)
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
 JOBSET = "slicing-checks/kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::subslicing-check"
 CUBE_3 = "tpu-pools/gcp:container/nodePool:NodePool::cube-sub-block-2"

@@ -19,6 +19,11 @@ BLOCK_LEVEL = "cloud.google.com/gce-topology-block"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+# Kueue puts two PodSets (an LWS's leader and workers) in one domain only when both carry this name with
+# the same required level (kueue@v0.19.2 pkg/controller/jobframework/tas.go Build,
+# tas_validation.go ValidatePodSetGroupingTopology; docs tasks/run/leaderworkerset.md).
+GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+GROUP = "slice"
 HOST_CHIPS = 4  # one tpu7x-standard-4t VM's chips
 
 
@@ -31,13 +36,16 @@ def slice_level(generation: topology.Generation, shape: str) -> tuple[str, int]:
     return f"cloud.google.com/gke-tpu-partition-{cube}-id", cube.chips // HOST_CHIPS
 
 
-def kueue_annotations(generation: topology.Generation, shape: str, *, one_group: bool = False) -> dict[str, str]:
+def kueue_annotations(
+    generation: topology.Generation, shape: str, *, one_group: bool = False, grouped: bool = False
+) -> dict[str, str]:
     """Kueue's topology request for a pod template of slices of `shape`.
 
     `one_group`: the template is one part of a group that is one slice (an LWS leader or worker
-    template; Kueue puts a group's pod sets in one domain), so the whole request is that domain.
+    template, a StatefulSet), so the whole request is that domain. `grouped`: it shares that domain
+    with another template (an LWS with a leaderTemplate): both carry Kueue's PodSet group name.
     """
     level, pods = slice_level(generation, shape)
     if one_group and shape in generation.subslice_shapes:
-        return {REQUIRED: level}
+        return {REQUIRED: level, GROUP_NAME: GROUP} if grouped else {REQUIRED: level}
     return {REQUIRED: BLOCK_LEVEL, SLICE_REQUIRED: level, SLICE_SIZE: str(pods)}

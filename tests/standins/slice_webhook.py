@@ -98,12 +98,16 @@ def _templates(kind: str, obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]
 def topology_patch(generation: topology.Generation, kind: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
     """JSON Patch adding Kueue's topology request to every template that names a slice shape."""
     patch = []
-    for pointer, template, one_group in _templates(kind, obj):
+    templates = _templates(kind, obj)
+    grouped = kind == "LeaderWorkerSet" and len(templates) == 2  # a leaderTemplate beside the workers'
+    for pointer, template, one_group in templates:
         annotations = (template.get("metadata") or {}).get("annotations") or {}
         shape = annotations.get(slice_topology.SLICE_TOPOLOGY_ANNOTATION)
         if not shape:
             continue
-        for key, value in slice_topology.kueue_annotations(generation, shape, one_group=one_group).items():
+        for key, value in slice_topology.kueue_annotations(
+            generation, shape, one_group=one_group, grouped=grouped
+        ).items():
             if key not in annotations:
                 path = f"{pointer}/metadata/annotations/{key.replace('~', '~0').replace('/', '~1')}"
                 patch.append({"op": "add", "path": path, "value": value})
