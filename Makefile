@@ -3,6 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
+BASE ?= origin/main
+# STACK and BASE reach the commands as environment variables, each one argument whatever it holds:
+# `make plan STACK='dev; touch x'` runs no `touch` and `STACK='dev --out /x'` adds no option. Make
+# never expands them: `$(value ...)` takes them as written, and `unexport` stops make from exporting
+# (so expanding) the command-line variables themselves. The plan then refuses a stack name the
+# Pulumi CLI refuses (settings/stack_file.py), in one line.
+export TPU_SLICING_STACK := $(value STACK)
+export TPU_SLICING_BASE := $(value BASE)
+unexport STACK BASE
 
 .PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane gcpdata policy-venv real-preview
 
@@ -37,24 +46,23 @@ gcpdata:
 
 ## real-preview: a real `pulumi preview` of stack $(STACK) on a local backend (stand-ins for GCP, see README)
 real-preview: engine $(VENV)/.dev policy/venv/.ready
-	$(PY) -m tests.engine preview --stack $(STACK)
+	$(PY) -m tests.engine preview --stack="$$TPU_SLICING_STACK"
 
 ## plan: print what stack $(STACK) would create (no Pulumi CLI, no cloud credentials)
 plan: $(VENV)/.runtime
-	$(PY) -m plan --stack $(STACK)
+	$(PY) -m plan --stack="$$TPU_SLICING_STACK"
 
 ## preview: the same for a brand-new stack, with cloud-computed values unknown
 preview: $(VENV)/.runtime
-	$(PY) -m plan --stack $(STACK) --preview
+	$(PY) -m plan --stack="$$TPU_SLICING_STACK" --preview
 
 ## diff: Markdown diff of stack $(STACK) between $(BASE) (default origin/main) and the working tree
-BASE ?= origin/main
 diff: $(VENV)/.runtime
-	$(PY) -m plan diff --stack $(STACK) --base $(BASE)
+	$(PY) -m plan diff --stack="$$TPU_SLICING_STACK" --base="$$TPU_SLICING_BASE"
 
 ## graph: print the stack's dependency picture as Mermaid text
 graph: $(VENV)/.runtime
-	$(PY) -m plan graph --stack $(STACK)
+	$(PY) -m plan graph --stack="$$TPU_SLICING_STACK"
 
 ## docs: regenerate docs/dev-graph.mmd (and the SVG when Graphviz is installed)
 docs: $(VENV)/.runtime

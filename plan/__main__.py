@@ -7,7 +7,8 @@
     python -m plan stacks
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
-configuration.
+configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
+tracks or outside the folder it was given (plan/outputs.py, README "Where the plan writes").
 """
 
 from __future__ import annotations
@@ -25,12 +26,46 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from plan import document, engine, graph, manifests, render, stacks
+from plan import document, engine, graph, manifests, outputs, render, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
-from settings.stack_file import StackFileError
+from settings.stack_file import StackFileError, check_stack_name
 
 COMMANDS = ("diff", "graph", "stacks")
+
+
+def _stack(name: str) -> str:
+    """A `--stack` the Pulumi CLI accepts, refused in one line otherwise (before any path is made of it)."""
+    try:
+        check_stack_name(name)
+    except StackFileError as err:
+        raise SystemExit(f"error: --stack: {err}") from None
+    if name in (".", ".."):
+        # The CLI accepts them, but build/plan/<stack> would then be build/plan itself or build/.
+        raise SystemExit(
+            f"error: --stack: stack name {name!r} names no folder of its own for build/plan/<stack>; "
+            "allowed: a name with at least one letter, digit, '-' or '_'"
+        )
+    return name
+
+
+def _revision(revision: str | None, option: str) -> str | None:
+    """A git revision, never an option in disguise: git would read `--output=...` as one."""
+    if revision is not None and (not revision or revision.startswith("-")):
+        raise SystemExit(
+            f"error: {option} {revision!r} is not a revision; allowed: a commit, branch or tag, e.g. origin/main"
+        )
+    return revision
+
+
+def _document_file(path: str) -> dict[str, Any]:
+    try:
+        loaded = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SystemExit(f"error: cannot read the plan document {path}: {' '.join(str(err).split())}") from None
+    if not isinstance(loaded, dict):
+        raise SystemExit(f"error: {path} is not a plan document (a JSON object from `python -m plan --json`)")
+    return loaded
 
 
 def _load(stack: str) -> tuple[dict[str, Any], list[str], StackConfig]:
@@ -65,18 +100,23 @@ def show(argv: list[str]) -> int:
     )
     parser.add_argument("--json", default=None, help="also write the plan as a sorted JSON document to this file")
     args = parser.parse_args(argv)
-    raw, secret_keys, config = _load(args.stack)
-    result = engine.run(raw, stack=args.stack, secret_keys=secret_keys, preview=args.preview)
-    out = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / args.stack
+    stack = _stack(args.stack)
+    given = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / stack
+    out = outputs.folder(given)
+    if not args.out and out != (engine.ROOT / "build" / "plan").resolve() / stack:
+        raise SystemExit(f"error: build/plan/{stack} leads to {out}; allowed: the plan's own folder under build/plan")
+    json_path = outputs.file(args.json, "--json") if args.json else None
+    raw, secret_keys, config = _load(stack)
+    result = engine.run(raw, stack=stack, secret_keys=secret_keys, preview=args.preview)
     try:
         # The default folder is the plan's own (under build/); a folder given with --out is
         # written only when it is empty or an earlier plan's.
         manifests.write(result, out, owned=not args.out)
     except manifests.NotOwnedError as err:
         raise SystemExit(f"error: {err}") from None
-    if args.json:
-        Path(args.json).write_text(document.dumps(document.document(result, config)))
-    shown = out.relative_to(engine.ROOT) if out.is_relative_to(engine.ROOT) else out
+    if json_path is not None:
+        outputs.write_text(json_path, document.dumps(document.document(result, config)))
+    shown = given.relative_to(engine.ROOT) if given.is_relative_to(engine.ROOT) else given
     sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
     return 0
 
@@ -219,36 +259,44 @@ def diff(argv: list[str]) -> int:
         "(after writing everything)",
     )
     args = parser.parse_args(argv)
+    stack = _stack(args.stack)
+    base_revision, head_revision = _revision(args.base, "--base"), _revision(args.head, "--head")
+    written = {
+        option: outputs.file(path, option)
+        for option, path in (("--output", args.output), ("--json", args.json_out))
+        if path is not None
+    }
+    outputs.distinct(written)
     if args.documents:
         if len(args.documents) != 2 or args.base:
             parser.error("give OLD.json NEW.json, or --base REV")
-        old, new = (json.loads(Path(p).read_text()) for p in args.documents)
+        old, new = (_document_file(p) for p in args.documents)
         title = f"Plan diff: {args.documents[0]} -> {args.documents[1]}"
     else:
-        if not args.base:
+        if not base_revision:
             parser.error("give OLD.json NEW.json, or --base REV")
-        base = _PlanAt(args.base, args.stack, cache=not args.no_cache)
+        base = _PlanAt(base_revision, stack, cache=not args.no_cache)
         head = None
-        if args.head and _tree(args.head) != base.tree:
-            head = _PlanAt(args.head, args.stack, cache=not args.no_cache)
+        if head_revision and _tree(head_revision) != base.tree:
+            head = _PlanAt(head_revision, stack, cache=not args.no_cache)
         planned: dict[str, Any] | None = None  # None: the head is the base's tree, which plans the same
         try:
             if head is not None:
                 planned = head.document()
-            elif not args.head:
-                planned = _current_document(args.stack)
+            elif not head_revision:
+                planned = _current_document(stack)
         finally:
             old = base.document()  # waits for (and cleans up after) the base's plan either way
         new = old if planned is None else planned
-        title = f"Plan diff for stack `{args.stack}`: {args.base} -> {args.head or 'working tree'}"
+        title = f"Plan diff for stack `{stack}`: {base_revision} -> {head_revision or 'working tree'}"
     report = document.diff_report(old, new, title)
     text = report["markdown"]
-    if args.output:
-        Path(args.output).write_text(text)
+    if "--output" in written:
+        outputs.write_text(written["--output"], text)
     else:
         sys.stdout.write(text)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if "--json" in written:
+        outputs.write_text(written["--json"], json.dumps(report, indent=2, sort_keys=True) + "\n")
     if args.fail_on_pending_high_priority and report["highPriorityPending"]:
         names = ", ".join(report["highPriorityPending"])
         print(f"error: the change makes high-priority workload(s) pending: {names}", file=sys.stderr)
@@ -263,18 +311,31 @@ def graph_command(argv: list[str]) -> int:
     parser.add_argument("--dot", help="write Graphviz DOT here")
     parser.add_argument("--image", help="render an SVG/PNG here with Graphviz (apt-get install graphviz)")
     args = parser.parse_args(argv)
-    raw, secret_keys, _ = _load(args.stack)
-    result = engine.run(raw, stack=args.stack, secret_keys=secret_keys)
+    stack = _stack(args.stack)
+    # A tracked generated file (docs/dev-graph.*) is written only by the command that generates it.
+    written = {
+        option: outputs.file(path, option, generator=outputs.Generator("graph", stack, option))
+        for option, path in (("--mermaid", args.mermaid), ("--dot", args.dot), ("--image", args.image))
+        if path is not None
+    }
+    outputs.distinct(written)
+    raw, secret_keys, _ = _load(stack)
+    result = engine.run(raw, stack=stack, secret_keys=secret_keys)
     text = graph.mermaid(result)
-    if args.mermaid:
-        Path(args.mermaid).write_text(text)
-    elif not (args.dot or args.image):
+    if "--mermaid" in written:
+        outputs.write_text(written["--mermaid"], text)
+    elif not written:
         sys.stdout.write(text)
-    if args.dot:
-        Path(args.dot).write_text(graph.dot(result))
-    if args.image and not graph.render_image(graph.dot(result), Path(args.image)):
-        print("Graphviz `dot` is not installed (apt-get install graphviz); wrote no image", file=sys.stderr)
-        return 1
+    if "--dot" in written:
+        outputs.write_text(written["--dot"], graph.dot(result))
+    if "--image" in written:
+        try:
+            rendered = graph.render_image(graph.dot(result), written["--image"])
+        except graph.RenderError as err:
+            raise SystemExit(f"error: --image {args.image}: {err}") from None
+        if not rendered:
+            print("Graphviz `dot` is not installed (apt-get install graphviz); wrote no image", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -284,7 +345,13 @@ def stacks_command(argv: list[str]) -> int:
     )
     parser.add_argument("--json", action="store_true", help="only print the stack names as a JSON list (CI matrix)")
     if parser.parse_args(argv).json:
-        print(json.dumps(sorted(stacks.stack_files())))
+        found = stacks.stack_files()
+        for name, path in found.items():
+            try:
+                check_stack_name(name)
+            except StackFileError as err:
+                raise SystemExit(f"error: {path.name}: {err}") from None
+        print(json.dumps(sorted(found)))
         return 0
     lines, conflicts = stacks.report()
     print("\n".join(lines))
@@ -304,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             print(stop.code, file=sys.stderr)
             return 2
         return int(stop.code or 0)
+    except outputs.OutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a write the checks could not foresee (permissions, a full disk): one line
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -120,11 +120,20 @@ def dot(result: PlanResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+class RenderError(RuntimeError):
+    pass
+
+
 def render_image(dot_source: str, target: Path) -> bool:
-    """Render with Graphviz's `dot` when it is installed; False when it is not."""
+    """Render with Graphviz's `dot` when it is installed; False when it is not, RenderError (one
+    line, dot's own words) when it fails, e.g. on a format it does not know."""
     binary = shutil.which("dot")
     if binary is None:
         return False
     fmt = target.suffix.lstrip(".") or "svg"
-    subprocess.run([binary, f"-T{fmt}", "-o", str(target)], input=dot_source, text=True, check=True)
+    done = subprocess.run(
+        [binary, f"-T{fmt}", "-o", str(target)], input=dot_source, text=True, capture_output=True, check=False
+    )
+    if done.returncode:
+        raise RenderError(f"Graphviz dot failed: {' '.join(done.stderr.split())[:400]}")
     return True

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from plan import outputs
 from plan.engine import PlanResult, Resource, mask, unwrap
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -62,19 +63,37 @@ def claim(directory: Path, owned: bool = False) -> None:
     marker.write_text("")
 
 
+def integral(value: Any) -> Any:
+    """`value` with every integral float an int again.
+
+    Recorded inputs crossed the wire as a protobuf Struct, whose only number is a double
+    (google/protobuf/struct.proto, read back by pulumi/runtime/rpc.py), so the program's
+    `port: 9100` comes back as 9100.0. The program sets no integral float on purpose (no float
+    literal in its objects; quantities are strings), and a Kubernetes number field takes 9100 as
+    well, so this restores what it wrote. 0.5 stays 0.5."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [integral(item) for item in value]
+    return value
+
+
 def write(result: PlanResult, directory: Path, owned: bool = False) -> list[Path]:
-    """Write each object (and each Helm release's chart, version and values) as a YAML file."""
+    """Write each object (and each Helm release's chart, version and values) as a YAML file,
+    integers as integers (`integral`)."""
     claim(directory, owned)
     written = []
     for _, obj in objects(result):
-        path = directory / file_name(obj)
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        path = outputs.inside(directory, file_name(obj))
+        path.write_text(yaml.safe_dump(integral(obj), sort_keys=False))
         written.append(path)
     for release in result.of_type(HELM_RELEASE):
         inputs = mask(release.inputs)
         doc = {key: inputs.get(key) for key in ("name", "chart", "version", "namespace", "values")}
-        path = directory / f"{inputs.get('namespace')}--helm-release--{inputs.get('name')}.yaml"
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        path = outputs.inside(directory, f"{inputs.get('namespace')}--helm-release--{inputs.get('name')}.yaml")
+        path.write_text(yaml.safe_dump(integral(doc), sort_keys=False))
         written.append(path)
     (directory / MARKER).write_text("".join(f"{path.name}\n" for path in sorted(written)))
     return sorted(written)

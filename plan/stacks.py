@@ -16,6 +16,7 @@ from pathlib import Path
 from plan import engine
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
+from settings.stack_file import StackFileError, check_stack_name
 
 
 @dataclass(frozen=True)
@@ -34,14 +35,22 @@ def stack_files(root: Path = engine.ROOT) -> dict[str, Path]:
 
 
 def load_stacks(root: Path = engine.ROOT) -> tuple[dict[str, StackConfig], list[Conflict]]:
-    """Every stack's validated configuration; invalid stack files are reported, not raised."""
+    """Every stack's validated configuration; invalid stack files are reported, not raised, each
+    as one line that starts with the file's name."""
     configs, problems = {}, []
     for stack, path in stack_files(root).items():
-        raw, secret_keys = engine.read_stack_config(path)
         try:
+            check_stack_name(stack)
+        except StackFileError as err:
+            problems.append(Conflict((stack,), f"{path.name}: {err}"))
+            continue
+        try:
+            raw, secret_keys = engine.read_stack_config(path)
             configs[stack] = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
-        except ConfigError as err:
+        except StackFileError as err:
             problems.append(Conflict((stack,), str(err)))
+        except ConfigError as err:
+            problems.append(Conflict((stack,), f"{path.name}: {'; '.join(err.problems)}"))
     return configs, problems
 
 
@@ -113,13 +122,15 @@ def check(configs: Mapping[str, StackConfig]) -> list[Conflict]:
 
 def report(root: Path = engine.ROOT) -> tuple[list[str], list[Conflict]]:
     configs, problems = load_stacks(root)
-    conflicts = [*problems, *check(configs)]
-    lines = [f"checked {len(configs) + len(problems)} stack file(s): {', '.join(stack_files(root))}"]
+    found = check(configs)
+    names = ", ".join(path.name.removeprefix("Pulumi.").removesuffix(".yaml") for path in stack_files(root).values())
+    lines = [f"checked {len(configs) + len(problems)} stack file(s): {' '.join(names.split())}"]
     for key, stacks in sorted(_blocks(configs).items()):
         used = sum(configs[s].tpu.cubes for s in stacks)
         lines.append(f"  {key}: {used} cube(s) by {', '.join(f'{s} ({configs[s].tpu.cubes})' for s in stacks)}")
-    lines += [f"  CONFLICT {c}" for c in conflicts] or ["  no conflicts"]
-    return lines, conflicts
+    lines += [f"  INVALID {p.message}" for p in problems]
+    lines += [f"  CONFLICT {c}" for c in found] or ([] if problems else ["  no conflicts"])
+    return lines, [*problems, *found]
 
 
 def _blocks(configs: Mapping[str, StackConfig]) -> dict[str, list[str]]:

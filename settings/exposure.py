@@ -9,9 +9,20 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-# The widest block of addresses an external, unauthenticated service may be opened to.
+# The widest block of addresses an external, unauthenticated service may be opened to, and the
+# most internet addresses all its ranges together may hold: one /8's worth. Many disjoint smaller
+# blocks add up to the same exposure as one wide one.
 MIN_SOURCE_PREFIX = 8
-SOURCE_RANGES_ALLOWED = f"allowed: ranges whose union has no block wider than /{MIN_SOURCE_PREFIX}"
+MAX_PUBLIC_ADDRESSES = 2 ** (32 - MIN_SOURCE_PREFIX)
+SOURCE_RANGES_ALLOWED = (
+    f"allowed: ranges whose union has no block wider than /{MIN_SOURCE_PREFIX} and holds at most "
+    f"{MAX_PUBLIC_ADDRESSES:,} internet addresses (a /{MIN_SOURCE_PREFIX}'s worth; RFC 1918 and "
+    "100.64.0.0/10 not counted)"
+)
+# Addresses no one on the internet holds (RFC 1918, RFC 6598): reached only from networks peered with the VPC.
+PRIVATE_BLOCKS = tuple(
+    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
 
 
 def widest_union(ranges: Iterable[ipaddress.IPv4Network]) -> ipaddress.IPv4Network | None:
@@ -21,6 +32,28 @@ def widest_union(ranges: Iterable[ipaddress.IPv4Network]) -> ipaddress.IPv4Netwo
     """
     wide = [n for n in ipaddress.collapse_addresses(ranges) if n.prefixlen < MIN_SOURCE_PREFIX]
     return wide[0] if wide else None
+
+
+def public_addresses(ranges: Iterable[ipaddress.IPv4Network]) -> int:
+    """How many internet addresses the ranges' union holds (private blocks not counted)."""
+    total = 0
+    for block in ipaddress.collapse_addresses(ranges):
+        if any(block.subnet_of(private) for private in PRIVATE_BLOCKS):
+            continue
+        total += block.num_addresses - sum(p.num_addresses for p in PRIVATE_BLOCKS if p.subnet_of(block))
+    return total
+
+
+def too_wide(ranges: Iterable[ipaddress.IPv4Network]) -> str | None:
+    """Why the ranges open a service too widely (a phrase), or None: by union, and by total."""
+    ranges = list(ranges)
+    wide = widest_union(ranges)
+    if wide is not None:
+        return f"ranges that together cover {wide}, wider than a /{MIN_SOURCE_PREFIX}"
+    public = public_addresses(ranges)
+    if public > MAX_PUBLIC_ADDRESSES:
+        return f"ranges that together hold {public:,} internet addresses, more than a /{MIN_SOURCE_PREFIX}'s"
+    return None
 
 
 def source_ranges_problem(cidrs: Iterable[str]) -> str | None:
@@ -40,7 +73,4 @@ def source_ranges_problem(cidrs: Iterable[str]) -> str | None:
                 return f"'{cidr}', wider than an IPv6 /32"
             continue
         v4.append(network)
-    wide = widest_union(v4)
-    if wide is not None:
-        return f"ranges that together cover {wide}, wider than a /{MIN_SOURCE_PREFIX}"
-    return None
+    return too_wide(v4)

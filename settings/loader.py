@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
+from settings import credentials
 from settings.model import StackConfig
 
 NAMESPACE = "tpu-slicing"
@@ -96,19 +97,39 @@ def load(
             f"{key}: is stored in plain text; set it with `pulumi config set --secret {key}` "
             "or leave it out and use Application Default Credentials (allowed: a Pulumi secret only)"
         )
+    # A token or key in an ordinary setting is refused alone: validating the rest could echo it in a
+    # message (a value that breaks a rule is shown), and a leaked credential is the first thing to fix.
+    leaked = credentials.plain_credentials(
+        {k: _decode(v) for k, v in raw.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}, secrets
+    )
+    if leaked:
+        raise ConfigError(problems + leaked)
     data.setdefault("namePrefix", stack)
-    if "project" in data:
+    if data.pop("project", None) is not None:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")
-    elif project:
+    if project:
         data["project"] = project
     else:
         problems.append("gcp:project: is required: the Google Cloud project to create everything in")
+    # Validated even when the checks above found problems: a stack missing several required keys
+    # hears of all of them at once, not one per run.
+    try:
+        config = StackConfig.model_validate(data)
+    except ValidationError as err:
+        problems += _as_stack_file_keys(_problems(err), gcp_project=bool(project))
+        raise ConfigError(problems) from None
     if problems:
         raise ConfigError(problems)
-    try:
-        return StackConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(_problems(err)) from None
+    return config
+
+
+def _as_stack_file_keys(problems: list[str], *, gcp_project: bool) -> list[str]:
+    """The model's problems under the keys the stack file sets: the project comes from gcp:project
+    (its absence is reported as such already)."""
+    own = f"{NAMESPACE}:project:"
+    if not gcp_project:
+        return [p for p in problems if not p.startswith(own)]
+    return [f"gcp:project:{p.removeprefix(own)}" if p.startswith(own) else p for p in problems]
 
 
 def from_runtime() -> StackConfig:

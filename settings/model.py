@@ -12,14 +12,12 @@ import ipaddress
 import itertools
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_validator,
@@ -27,14 +25,18 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from domain import inference_releases, topology
+from domain import inference_releases, saxml_servables, topology, tpu_zones
 from domain.gke_versions import version_key as gke_version_key
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
-from settings import exposure, machines, pins
+from settings import exposure, machines, pins, storage_names
+from settings.base import Shape, StrictModel
 from settings.naming import Names
+from settings.serving_model import ModelConfig
+from settings.vllm import RoleConfig, VllmConfig, check_engine, check_tensor_parallel
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # GKE versions from the dynamic-slicing docs: super-slicing needs 1.35.2-gke.1842000,
 # sub-slicing 1.36.0-gke.3712000 (see ../shared/reference/dynamic-slicing.md §14.6).
@@ -62,44 +64,29 @@ def _rfc1035(value: str) -> str:
     return value
 
 
-def _shape(value: str) -> str:
-    topology.Topology.parse(value)
-    return value
-
-
 ChartVersion = Annotated[str, AfterValidator(_pinned_chart)]
 Image = Annotated[str, AfterValidator(_pinned_image)]
 DnsLabel = Annotated[str, Field(max_length=63), AfterValidator(_rfc1035)]
-Shape = Annotated[str, AfterValidator(_shape)]
 
 
-class StrictModel(BaseModel):
-    """Base of every config block: camelCase keys, no unknown keys, immutable."""
+def _rfc1123(value: str) -> str:
+    # Namespace names are RFC 1123 labels (k8s.io/apimachinery validation ValidateNamespaceName ->
+    # IsDNS1123Label): a leading digit is allowed, unlike the RFC 1035 labels of Service names.
+    if not RFC1123.match(value):
+        raise ValueError(
+            f"{value!r} is not a namespace name: lowercase letters, digits and '-', starting and ending with a "
+            "letter or digit"
+        )
+    return value
 
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=False,
-        extra="forbid",
-        frozen=True,
-        validate_default=True,
-    )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _unknown_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        known = {field.alias or name for name, field in cls.model_fields.items()}
-        unknown = [key for key in data if key not in known]
-        if unknown:
-            key = unknown[0]
-            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown key {key!r}{hint} Allowed keys: {', '.join(sorted(known))}")
-        return data
+Namespace = Annotated[str, Field(max_length=63), AfterValidator(_rfc1123)]
 
 
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
+VPC_RANGES = tuple(
+    ipaddress.IPv4Network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
 # GKE gives every node a /24 of the pod range at the default of 110 pods a node (GKE docs,
 # "Configure maximum Pods per node"), so a pod range of /N holds 2^(24-N) nodes.
 NODE_POD_PREFIX = 24
@@ -118,8 +105,9 @@ class NetworkConfig(StrictModel):
     @field_validator("node_cidr", "pod_cidr", "service_cidr", "proxy_cidr")
     @classmethod
     def _private(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
-        # GKE also takes the shared address space (RFC 6598) for VPC-native ranges.
-        if not (value.is_private or value.subnet_of(SHARED_ADDRESS_SPACE)):
+        # RFC 1918, and the shared address space (RFC 6598) GKE also takes for VPC-native ranges. Not
+        # Python's wider is_private: link-local 169.254/16 (the metadata server's), loopback, 198.18/15.
+        if not any(value.subnet_of(block) for block in VPC_RANGES):
             raise ValueError(f"{value} is not a private range: allowed are RFC 1918 and 100.64.0.0/10 (RFC 6598)")
         return value
 
@@ -173,6 +161,13 @@ class MaintenanceExclusion(StrictModel):
             raise ValueError("set exactly one of end and untilEndOfSupport")
         if self.until_end_of_support and self.scope is ExclusionScope.NO_UPGRADES:
             raise ValueError("untilEndOfSupport is only allowed with NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES")
+        if self.end is not None and self.end <= datetime.now(UTC):
+            # GKE refuses an exclusion whose window is over ("end time must be in the future"), and one
+            # that were kept would hold nothing back: TPU node upgrades would run at GKE's cadence.
+            raise ValueError(
+                f"end {self.end.isoformat()} has passed: the exclusion would hold nothing back; allowed: an end in "
+                "the future, or untilEndOfSupport: true"
+            )
         if self.end is not None:
             if self.end <= self.start:
                 raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
@@ -230,6 +225,17 @@ class ClusterConfig(StrictModel):
         if value is not None:
             gke_version_key(value)
         return value
+
+    @model_validator(mode="after")
+    def _prefix_agrees(self) -> ClusterConfig:
+        # infra/cluster.py creates the cluster at `version` and only narrows the channel's choice by the
+        # prefix when no version is pinned: a prefix the pin contradicts is ignored without a word.
+        if self.version and self.version_prefix and not self.version.startswith(self.version_prefix):
+            raise ValueError(
+                f"cluster.versionPrefix {self.version_prefix!r} contradicts cluster.version {self.version!r}, "
+                "which wins; allowed: a prefix of the pinned version, or only one of the two"
+            )
+        return self
 
 
 class ReservationConfig(StrictModel):
@@ -380,6 +386,8 @@ DEFAULT_TOPOLOGY_LEVELS = (
 )
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 BLOCK_LEVEL = "cloud.google.com/gce-topology-block"
+ZONE_LEVEL = "topology.kubernetes.io/zone"
+NODEPOOL_LEVEL = "cloud.google.com/gke-nodepool"
 
 
 def topology_level_order(generation: Generation) -> tuple[str, ...]:
@@ -396,7 +404,9 @@ def topology_level_order(generation: Generation) -> tuple[str, ...]:
         (Topology.parse(s) for s in generation.subslice_shapes), key=lambda t: (-t.chips, tuple(-d for d in t.dims))
     )
     return (
+        ZONE_LEVEL,  # labels every GKE node carries (well-known labels; GKE node pools), widest first
         BLOCK_LEVEL,
+        NODEPOOL_LEVEL,  # one pool per cube or per block share (infra/tpu_pools.py): inside a block
         "cloud.google.com/gce-topology-subblock",
         *(generation.partition_label(shape) for shape in partitions),
         "cloud.google.com/gce-topology-host",
@@ -473,68 +483,6 @@ class Backend(StrEnum):
     SAXML = "saxml"
     JETSTREAM = "jetstream"
     NONE = "none"
-
-
-LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-
-
-class ModelConfig(StrictModel):
-    name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1, max_length=256)
-    weights_bucket: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
-    path: str = Field("", pattern=r"^[^\s]*$")
-    parameters_billions: float = Field(397.0, gt=0, le=100_000)
-    bytes_per_parameter: float = Field(1.0, gt=0, le=8)
-    kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
-
-    @field_validator("path")
-    @classmethod
-    def _object_path(cls, value: str) -> str:
-        # Joined as gs://<weightsBucket>/<path>: a leading '/' or a whole URI makes a path that
-        # does not exist, found only when the model servers fail to load an hour later.
-        if value.startswith(("/", "gs://")):
-            raise ValueError(
-                f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
-                "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
-            )
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _labelled(cls, value: str) -> str:
-        # The last path segment labels the model servers (llm-d.ai/model): a Kubernetes label value.
-        label = value.rsplit("/", 1)[-1]
-        if not LABEL_VALUE.match(label):
-            raise ValueError(
-                f"{label!r} (the part after the last '/') must be a Kubernetes label value: at most 63 letters, "
-                "digits, '-', '_' or '.', starting and ending with a letter or digit"
-            )
-        return value
-
-    @property
-    def label(self) -> str:
-        return self.name.rsplit("/", 1)[-1]
-
-    @property
-    def weights_bytes(self) -> int:
-        return topology.weights_bytes(self.parameters_billions, self.bytes_per_parameter)
-
-
-class RoleConfig(StrictModel):
-    replicas: int = Field(4, ge=1, le=1000)
-    topology: Shape = "2x2x2"
-
-
-class VllmConfig(StrictModel):
-    """vLLM engine settings shared by prefill and decode (defaults from the reference)."""
-
-    max_model_len: int = Field(9216, ge=256, le=1_048_576)
-    max_num_batched_tokens: int = Field(8192, ge=256, le=1_048_576)
-    max_num_seqs: int = Field(512, ge=1, le=65_536)
-    kv_cache_dtype: Literal["auto", "fp8", "bfloat16"] = "fp8"
-    enable_expert_parallel: bool = True
-    tensor_parallel_size: int | None = Field(None, ge=1, le=4096)
-    load_format: Literal["runai_streamer", "auto"] = "runai_streamer"
-    log_level: Literal["DEBUG", "INFO", "WARNING"] = "INFO"
 
 
 RUN_ID = re.compile(r"^[a-z0-9-]{1,32}$")
@@ -652,21 +600,38 @@ class HttpExposure(StrictModel):
                 "(GKE ignores them there): remove them, or use type external"
             )
         # By union, not by literal (settings/exposure.py, shared with the policy pack).
-        wide = exposure.widest_union(self.source_ranges)
-        if self.type == "external" and wide is not None:
+        problem = exposure.too_wide(self.source_ranges)
+        if self.type == "external" and problem:
+            shown = [str(r) for r in self.source_ranges]
+            listed = shown if len(shown) <= 4 else [*shown[:3], f"... {len(shown) - 3} more"]
             raise ValueError(
-                f"sourceRanges {[str(r) for r in self.source_ranges]} together cover {wide}, wider than a "
-                f"/{MIN_SOURCE_PREFIX}: the Saxml/JetStream HTTP APIs have no authentication; "
+                f"sourceRanges {listed} are {problem}: the Saxml/JetStream HTTP APIs have no authentication; "
                 f"{exposure.SOURCE_RANGES_ALLOWED}"
             )
         return self
+
+
+def _checkpoint(value: str) -> str:
+    # "None" is Saxml's literal for a test model with random weights; else a gs:// object prefix.
+    if value == "None":
+        return value
+    bucket, _, path = value.removeprefix("gs://").partition("/")
+    problem = None if value.startswith("gs://") else "no gs:// scheme"
+    problem = problem or storage_names.bucket_problem(bucket) or storage_names.object_path_problem(path)
+    if problem:
+        raise ValueError(
+            f"{value!r} has {problem}; allowed: None (random weights) or gs://<bucket>/<path>, "
+            f"the bucket {storage_names.BUCKET_ALLOWED.removeprefix('allowed: ')}, the path "
+            f"{storage_names.OBJECT_ALLOWED.removeprefix('allowed: ')}"
+        )
+    return value
 
 
 class SaxmlConfig(StrictModel):
     model_key: str = Field("/sax/test/spmd", pattern=r"^/sax/[a-z0-9_-]+/[A-Za-z0-9_.-]+$")
     model_path: str = Field("saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test", pattern=r"^[A-Za-z0-9_.]+$")
     # "None" is Saxml's literal for a test model with random weights.
-    checkpoint: str = Field("None", pattern=r"^(None|gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/\S*)?)$")
+    checkpoint: Annotated[str, AfterValidator(_checkpoint)] = "None"
     publish_deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
 
     @property
@@ -693,7 +658,7 @@ class JetstreamConfig(StrictModel):
 
 class ServingConfig(StrictModel):
     backend: Backend = Backend.VLLM_PD
-    namespace: Annotated[DnsLabel, AfterValidator(_own_namespace)] = "llm-d-pd-disaggregation"
+    namespace: Annotated[Namespace, AfterValidator(_own_namespace)] = "llm-d-pd-disaggregation"
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
     prefill: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
     decode: RoleConfig = Field(default_factory=lambda: RoleConfig.model_validate({}))
@@ -719,7 +684,9 @@ _SLICE_KEYS = frozenset({"slices", "slice", "http"})
 _CUBE_SERVING_KEYS = frozenset({"prefill", "decode", "vllm", "gateway", "smoke_test"})
 IGNORED_KEYS: dict[Backend, frozenset[str]] = {
     Backend.VLLM_PD: _SLICE_KEYS | {"saxml", "jetstream"},
-    Backend.NONE: _SLICE_KEYS | {"saxml", "jetstream"},
+    # Nothing is served: the checks run in serving.namespace (backends/dynamic_slicing.py); the model block
+    # stays allowed so that a stack pauses serving by one key.
+    Backend.NONE: _SLICE_KEYS | _CUBE_SERVING_KEYS | {"saxml", "jetstream"},
     Backend.SAXML: _CUBE_SERVING_KEYS,
     Backend.JETSTREAM: _CUBE_SERVING_KEYS,
 }
@@ -828,6 +795,7 @@ class StackConfig(StrictModel):
         self._check_topology_levels()
         self._check_system_machine()
         self._check_upgrade_policy()
+        self._check_alerts()
         return self
 
     def _check_upgrade_policy(self) -> None:
@@ -847,6 +815,23 @@ class StackConfig(StrictModel):
             "serving on them; allowed: an exclusion with scope NO_MINOR_OR_NODE_UPGRADES (untilEndOfSupport: "
             "true) or NO_UPGRADES, or cluster.allowTpuNodeUpgrades: true to let GKE upgrade them at its cadence"
         )
+
+    def _check_alerts(self) -> None:
+        observability = self.observability
+        if not observability.alerts.enabled:
+            return
+        if not observability.alerts.notification_channels:
+            raise ValueError(
+                "observability.alerts.notificationChannels is empty: the alert policies would open incidents no "
+                "one is told of; allowed: at least one projects/<project>/notificationChannels/<id>, or "
+                "alerts.enabled false"
+            )
+        if not observability.pod_monitoring:
+            raise ValueError(
+                "observability.alerts needs observability.podMonitoring: its metric policies read the model servers' "
+                "/metrics, which nothing would scrape, so they could never fire; allowed: podMonitoring true, "
+                "or alerts.enabled false"
+            )
 
     def _check_system_machine(self) -> None:
         problem = machines.system_machine_problem(self.cluster.system_machine_type, self.serving.backend.value)
@@ -896,6 +881,13 @@ class StackConfig(StrictModel):
             )
 
     def _check_region(self) -> None:
+        generation = self.tpu.generation if self.serving.dynamic_slicing else self.serving.slice.generation
+        problem = tpu_zones.zone_problem(generation.name, self.zone)
+        if problem:
+            raise ValueError(
+                f"zone {self.zone!r} has no {generation.name} TPUs: {problem} (domain/tpu_zones.py, from "
+                "cloud.google.com/tpu/docs/regions-zones); allowed: the zone of your reservation, one of those"
+            )
         derived = self.zone.rsplit("-", 1)[0]
         if self.region is not None and self.region != derived:
             raise ValueError(
@@ -933,6 +925,11 @@ class StackConfig(StrictModel):
             )
         if self.reservation is not None and self.reservation.sub_blocks:
             raise ValueError("reservation.subBlocks apply to TPU7x cubes only")
+        if self.reservation is not None and self.reservation.block is not None:
+            raise ValueError(
+                f"reservation.block {self.reservation.block!r} applies to TPU7x cubes only: a "
+                f"{serving.slice.generation.name} slice binds to the whole reservation; remove it"
+            )
         generation = serving.slice.generation
         if serving.backend is Backend.SAXML and generation.saxml_chip is None:
             raise ValueError(
@@ -945,6 +942,8 @@ class StackConfig(StrictModel):
                 f"serving.slice {serving.slice.topology} on {generation.name} spans several VMs, and Pathways "
                 "(JetStream's multi-host path) has no instance type for it; use a single-host topology"
             )
+        if serving.backend is Backend.SAXML:
+            self._check_servable(generation)
         if serving.backend is Backend.SAXML and len(self.names.sax_account) < 6:
             raise ValueError(
                 f"namePrefix {self.name_prefix!r} is too short: the Saxml service account id "
@@ -966,6 +965,28 @@ class StackConfig(StrictModel):
                 f"{model.kv_cache_headroom:.0%} headroom = {needed / topology.GIB:.0f} GiB; {allowed}"
             )
 
+    def _check_servable(self, generation: topology.Generation) -> None:
+        saxml, slice_ = self.serving.saxml, self.serving.slice
+        servable = saxml_servables.SERVABLES.get(saxml.model_path)
+        if servable is None:
+            return
+        devices = generation.devices(slice_.shape)
+        if servable.devices != devices:
+            fitting = sorted(p for p, s in saxml_servables.SERVABLES.items() if s.devices == devices)
+            raise ValueError(
+                f"serving.saxml.modelPath {saxml.model_path.removeprefix(saxml_servables.PREFIX)} shards over "
+                f"{servable.devices} devices (its ICI_MESH_SHAPE), but serving.slice.topology {slice_.topology} has "
+                f"{devices}: the model servers would fail to load it; allowed: "
+                + (", ".join(p.removeprefix(saxml_servables.PREFIX) for p in fitting) or "a servable of that size")
+                + f", or a {generation.name} topology of {servable.devices} chips"
+            )
+        if servable.test_mode and saxml.checkpoint != "None":
+            raise ValueError(
+                f"serving.saxml.checkpoint {saxml.checkpoint!r} would be ignored: "
+                f"{saxml.model_path.rsplit('.', 1)[-1]} is a test-mode servable that serves random weights; "
+                "allowed: checkpoint None for it, or a servable that loads a checkpoint"
+            )
+
     def _check_serving_model(self) -> None:
         backend = self.serving.backend
         needs_bucket = backend in (Backend.VLLM_PD, Backend.JETSTREAM) or (
@@ -976,6 +997,24 @@ class StackConfig(StrictModel):
                 f"serving.model.weightsBucket is required for serving.backend {backend.value!r} "
                 "(the bucket that holds the weights), or set serving.backend to 'none'"
             )
+        checkpoint = self.serving.saxml.checkpoint
+        if backend is Backend.SAXML and checkpoint != "None":
+            # workloads/saxml.py grants the Sax account objectViewer on serving.model.weightsBucket only.
+            bucket = checkpoint.removeprefix("gs://").split("/", 1)[0]
+            if bucket != self.serving.model.weights_bucket:
+                raise ValueError(
+                    f"serving.saxml.checkpoint {checkpoint!r} is in bucket {bucket!r}, but the model servers are "
+                    f"granted read access to serving.model.weightsBucket {self.serving.model.weights_bucket!r} "
+                    "only, so loading it would be refused; allowed: a checkpoint inside serving.model.weightsBucket"
+                )
+        if backend is Backend.SAXML:
+            derived = self.names.sax_bucket(self.project)
+            problem = storage_names.bucket_problem(derived)
+            if problem:
+                raise ValueError(
+                    f"namePrefix {self.name_prefix!r} makes the Saxml admin bucket name {derived!r} "
+                    f"(<project>-<namePrefix>-sax), which has {problem}; {storage_names.BUCKET_ALLOWED}"
+                )
 
     def _check_names(self) -> None:
         for what, name, limit in self.names.limits(self.pool_keys()):
@@ -1085,47 +1124,7 @@ class StackConfig(StrictModel):
         if tp is not None:
             for role, shape in shapes.items():
                 check_tensor_parallel(tp, model, generation, shape, role)
-
-
-def tensor_parallel_sizes(model: ModelConfig, generation: topology.Generation, shape: topology.Topology) -> list[int]:
-    """The tensor-parallel sizes that split `model` over a `shape` slice so that every device holds its share.
-
-    vLLM on TPU shards the weights over `--tensor-parallel-size` devices as JAX counts them (tpu7x: two
-    per chip, one per TensorCore; domain/topology.py CATALOG, TPU7x docs), which is why the reference runs
-    a 2x2x2 slice (8 chips) at 16 (../shared/reference/dynamic-slicing.md §11.2). With expert parallelism
-    the experts spread over the same devices (EP = TP x DP, DP 1 here), so each device holds weights / TP,
-    plus the KV-cache headroom the slice-wide check keeps. TP must divide the slice's devices.
-    """
-    devices = generation.devices(shape)
-    per_device = generation.hbm_gib_per_chip * topology.GIB / generation.devices_per_chip
-    usable = per_device * (1.0 - model.kv_cache_headroom)
-    return [n for n in range(1, devices + 1) if devices % n == 0 and model.weights_bytes / n <= usable]
-
-
-def check_tensor_parallel(
-    tp: int, model: ModelConfig, generation: topology.Generation, shape: topology.Topology, role: str
-) -> None:
-    """Refuse a `serving.vllm.tensorParallelSize` that exceeds, does not divide, or overfills the devices."""
-    devices = generation.devices(shape)
-    allowed = tensor_parallel_sizes(model, generation, shape)
-    shown = ", ".join(str(n) for n in allowed) or "none (the slice is too small)"
-    where = f"the {devices} devices of a {shape} {role} slice (serving.{role}.topology)"
-    if tp > devices or devices % tp:
-        raise ValueError(
-            f"serving.vllm.tensorParallelSize {tp} does not divide {where}; allowed: {shown}"
-            if tp <= devices
-            else f"serving.vllm.tensorParallelSize {tp} exceeds {where}; allowed: {shown}"
-        )
-    if tp not in allowed:
-        per_device = generation.hbm_gib_per_chip / generation.devices_per_chip
-        share = model.weights_bytes / tp / topology.GIB
-        with_headroom = share / (1 - model.kv_cache_headroom)
-        raise ValueError(
-            f"serving.vllm.tensorParallelSize {tp} puts {share:.0f} GiB of model {model.name!r} on each of {tp} "
-            f"devices (plus {model.kv_cache_headroom:.0%} KV-cache headroom: {with_headroom:.0f} GiB), but one "
-            f"{generation.name} device ({generation.devices_per_chip} per chip, as JAX counts them) "
-            f"holds {per_device:.0f} GiB HBM; allowed for {where}: {shown}"
-        )
+        check_engine(serving.vllm, model, generation, shapes["prefill"])  # one shape for both (above)
 
 
 def _as_subslice(generation: topology.Generation, text: str, key: str) -> topology.Topology:

@@ -36,6 +36,15 @@ _FULL_VERSION = re.compile(r"(?<![0-9.])\d+\.\d+\.\d+(?![0-9])")
 _DATE = re.compile(r"(?<![0-9])20\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(?![0-9])")
 _COMMIT = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
 _MAJOR_ONLY = re.compile(r"^v?\d+$")
+# A version after a base-OS word is the OS's (ubuntu-22.04.4, alpine3.20.1), not the image's own build:
+# the publisher re-pushes that tag at every build on the same base.
+_OS_VERSION = re.compile(
+    r"(?<![A-Za-z])(ubuntu|debian|alpine|centos|rocky|rockylinux|ubi|almalinux|amazonlinux|bookworm|bullseye|trixie|"
+    r"jammy|noble|focal)[-_.]?\d+(\.\d+)*",
+    re.IGNORECASE,
+)
+# Tokens that mark a moving build even after a version (v0.26.0-nightly, 1.2.3-SNAPSHOT).
+_CHANNEL_SUFFIXES = CHANNEL_WORDS | {"snapshot", "unstable", "preview-latest"}
 # Semantic Versioning 2.0.0's grammar (semver.org), with the `v` the LWS chart tags carry.
 SEMVER = re.compile(
     r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -45,7 +54,8 @@ SEMVER = re.compile(
 IMAGE_ALLOWED = (
     "allowed: a pinned tag or digest: @sha256:<64 hex>, or a tag holding a full x.y.z version, a date or a "
     "40-hex commit (v0.26.0, jax-0.5.3, v0.8.0-200, 20260101); floating tags such as latest, main, "
-    "nightly*, v1 or 3.12-slim are refused"
+    "nightly*, v1, 3.12-slim, a version followed by a channel word (v1.2.3-nightly, -dev, -SNAPSHOT) or a "
+    "base OS's version alone (ubuntu-22.04.4) are refused; no whitespace or control characters"
 )
 CHART_ALLOWED = "allowed: an exact semantic version such as 0.11.1 or v0.8.0 (no ranges, no 'latest', no 'v0')"
 
@@ -55,37 +65,69 @@ def _channel(tag: str) -> bool:
     return tag.lower() in CHANNEL_WORDS or first in CHANNEL_WORDS
 
 
+def _channel_suffix(tag: str) -> str | None:
+    """A channel word anywhere after the first token (v0.26.0-nightly), or None."""
+    tokens = re.split(r"[-_.+]", tag.lower())[1:]
+    return next((token for token in tokens if token in _CHANNEL_SUFFIXES), None)
+
+
+def _version_problem(tag: str) -> str | None:
+    """Why a tag that is no channel still names no single build, or None."""
+    suffix = _channel_suffix(tag)
+    if suffix:
+        return f"the channel word '{suffix}' after the version: a build that is re-pushed"
+    own = _OS_VERSION.sub("", tag)  # what is left once the base OS's version is taken out
+    if _FULL_VERSION.search(own) or _DATE.search(own) or _COMMIT.search(own):
+        return None
+    if own != tag:
+        return "its only version is the base OS's, not the image's own build"
+    if _MAJOR_ONLY.match(tag):
+        return "a major-version line"
+    return "no full x.y.z version, date or commit: a line that is re-pushed"
+
+
 def tag_problem(tag: str) -> str | None:
     """Why a tag alone does not name one build, or None when it does."""
     if not tag:
         return "an empty tag"
     if _channel(tag):
         return f"the moving tag '{tag}' (a channel that follows new builds)"
-    if _FULL_VERSION.search(tag) or _DATE.search(tag) or _COMMIT.search(tag):
-        return None
-    if _MAJOR_ONLY.match(tag):
-        return f"the moving tag '{tag}' (a major-version line)"
-    return f"the moving tag '{tag}' (no full x.y.z version, date or commit: a line that is re-pushed)"
+    why = _version_problem(tag)
+    return f"the moving tag '{tag}' ({why})" if why else None
+
+
+def _characters_problem(image: str) -> str | None:
+    # The API server refuses a Pod whose image has surrounding whitespace (k8s.io/kubernetes
+    # pkg/apis/core/validation/validation.go validateContainerCommon: "must not have leading or trailing
+    # whitespace"); inside a reference, whitespace and control characters break the grammar below.
+    if image != image.strip():
+        return "leading or trailing whitespace (the API server refuses such a Pod)"
+    bad = next((c for c in image if c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        return f"the character {bad!r} inside it (the API server refuses such a Pod)"
+    return None
 
 
 def image_problem(image: str) -> str | None:
     """Why an image reference is not pinned (a phrase to follow "has"), or None when it is."""
-    reference = image.strip()
-    match = _IMAGE.match(reference)
-    if "@" in reference:
-        digest = reference.split("@", 1)[1]
+    characters = _characters_problem(image)
+    if characters:
+        return characters
+    match = _IMAGE.match(image)
+    if "@" in image:
+        digest = image.split("@", 1)[1]
         if not DIGEST.match(digest):
             return f"malformed digest '{digest}' (expected sha256:<64 lowercase hex>)"
-    if match is None and reference.endswith(":"):
-        return "an empty tag"
     if match is None:
-        return "no valid reference syntax ([registry[:port]/]lowercase/path[:tag][@sha256:<64 hex>])"
+        return (
+            "an empty tag"
+            if image.endswith(":")
+            else "no valid reference syntax ([registry[:port]/]lowercase/path[:tag][@sha256:<64 hex>])"
+        )
     if match.group("digest"):
         return None
     tag = match.group("tag")
-    if tag is None:
-        return "no tag (Kubernetes pulls :latest)"
-    return tag_problem(tag)
+    return "no tag (Kubernetes pulls :latest)" if tag is None else tag_problem(tag)
 
 
 def chart_problem(version: str) -> str | None:

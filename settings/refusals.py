@@ -19,7 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from settings import exposure, loader, machines, model, pins, stack_file
+from settings import (
+    credentials,
+    exposure,
+    loader,
+    machines,
+    model,
+    pins,
+    serving_model,
+    stack_file,
+    storage_names,
+    vllm,
+)
 from settings.model import (
     ClusterConfig,
     HttpExposure,
@@ -71,6 +82,54 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "allowed: tpu-slicing:zone",
         stack_lines="  tpu-slicng:zone: us-central1-ai1a\n",
     ),
+    RefusedClass(
+        "namespace with a look-alike letter",
+        stack_file.config_keys,
+        {},
+        "tpu-slіcing:zone",  # Cyrillic і (U+0456)
+        "allowed: tpu-slicing:zone",
+        stack_lines="  tpu-slіcing:zone: us-central1-ai1a\n",
+    ),
+    RefusedClass(
+        "namespace with a Unicode hyphen",
+        stack_file.config_keys,
+        {},
+        "tpu\u2011slicing:zone",
+        "allowed: tpu-slicing:zone",
+        stack_lines="  tpu\u2011slicing:zone: us-central1-ai1a\n",
+    ),
+    RefusedClass(
+        "namespace in another case",
+        stack_file.config_keys,
+        {},
+        "TPU-Slicing:zone",
+        "allowed: tpu-slicing:zone",
+        stack_lines="  TPU-Slicing:zone: us-central1-ai1a\n",
+    ),
+    RefusedClass(
+        "namespace with surrounding whitespace",
+        stack_file.config_keys,
+        {},
+        "tpu-slicing :zone",
+        "allowed: tpu-slicing:zone",
+        stack_lines='  "tpu-slicing :zone": us-central1-ai1a\n',
+    ),
+    RefusedClass(
+        "namespace the program never reads",
+        stack_file.config_keys,
+        {},
+        "kubernetes:context",
+        "allowed namespaces: gcp, pulumi, tpu-slicing",
+        stack_lines="  kubernetes:context: kind-kind\n",
+    ),
+    RefusedClass(
+        "stack file over the size cap",
+        stack_file.read_bytes,
+        {},
+        "Pulumi.dev.yaml",  # the file is what the message names
+        f"allowed: at most {stack_file.MAX_BYTES} bytes",
+        stack_lines="  # " + "x" * stack_file.MAX_BYTES + "\n",
+    ),
     # --- secrets and keys of the loader (settings/loader.py)
     RefusedClass(
         "plain-text hfToken",
@@ -88,6 +147,13 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "allowed: a Pulumi secret only",
     ),
     RefusedClass(
+        "credential in an ordinary setting",
+        credentials.plain_credentials,
+        {"serving": {"model": {"path": "models/hf_" + "x" * 34}}},
+        "tpu-slicing:serving.model.path",
+        credentials.ALLOWED,
+    ),
+    RefusedClass(
         "project as a tpu-slicing key", loader.load, {"project": "other"}, "tpu-slicing:project", "gcp:project"
     ),
     RefusedClass("unknown key", StrictModel._unknown_keys, {"netwrok": {}}, "netwrok", "did you mean 'network'"),
@@ -97,6 +163,13 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "public range", NetworkConfig._private, {"network": {"nodeCidr": "8.8.0.0/18"}}, "network.nodeCidr", "RFC 1918"
+    ),
+    RefusedClass(
+        "link-local or other special range for pods",
+        NetworkConfig._private,
+        {"network": {"podCidr": "169.254.0.0/16"}},
+        "network.podCidr",
+        "RFC 1918",
     ),
     RefusedClass(
         "proxy subnet too small",
@@ -132,6 +205,20 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "region without the zone", StackConfig._check_region, {"region": "europe-west4"}, "region", "us-central1"
     ),
     # --- cluster
+    RefusedClass(
+        "zone without the generation's TPUs",
+        StackConfig._check_region,
+        {"zone": "us-central1-b"},
+        "zone",
+        "allowed: the zone of your reservation",
+    ),
+    RefusedClass(
+        "versionPrefix the pinned version contradicts",
+        ClusterConfig._prefix_agrees,
+        {"cluster": {"version": "1.36.1-gke.1000000", "versionPrefix": "1.35."}},
+        "cluster.versionPrefix",
+        "a prefix of the pinned version",
+    ),
     RefusedClass(
         "GKE version below the features' floor",
         StackConfig._check_versions_for_features,
@@ -258,6 +345,85 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "major-version line",
         stack="saxml-v5e",
         pack="pinned-images",
+    ),
+    RefusedClass(
+        "image with whitespace or control characters",
+        pins.image_problem,
+        {"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.0 "}},
+        "versions.vllmImage",
+        "the API server refuses such a Pod",
+        pack="pinned-images",
+    ),
+    RefusedClass(
+        "image tag with a channel word after its version",
+        pins.image_problem,
+        {"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.0-nightly"}},
+        "versions.vllmImage",
+        "after the version",
+        pack="pinned-images",
+    ),
+    RefusedClass(
+        "image tag whose only version is its base OS's",
+        pins.image_problem,
+        {"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:ubuntu-22.04.4"}},
+        "versions.vllmImage",
+        "the base OS's",
+        pack="pinned-images",
+    ),
+    RefusedClass(
+        "maintenance exclusion already over",
+        MaintenanceExclusion._window,
+        {
+            "cluster": {
+                "maintenanceExclusion": {
+                    "name": "past",
+                    "scope": "NO_UPGRADES",
+                    "start": "2020-01-01T00:00:00Z",
+                    "end": "2020-01-20T00:00:00Z",
+                    "untilEndOfSupport": None,
+                }
+            }
+        },
+        "cluster.maintenanceExclusion",
+        "an end in the future",
+    ),
+    RefusedClass(
+        "alerts that tell no one",
+        StackConfig._check_alerts,
+        {"observability": {"alerts": {"enabled": True}}},
+        "observability.alerts.notificationChannels",
+        "at least one projects/<project>/notificationChannels/<id>",
+    ),
+    RefusedClass(
+        "alerts on metrics nothing scrapes",
+        StackConfig._check_alerts,
+        {
+            "observability": {
+                "podMonitoring": False,
+                "alerts": {
+                    "enabled": True,
+                    "notificationChannels": ["projects/example-tpu-project/notificationChannels/1"],
+                },
+            }
+        },
+        "observability.alerts",
+        "podMonitoring true",
+    ),
+    RefusedClass(
+        "reservation block on a slice backend",
+        StackConfig._check_backend_platform,
+        {"reservation": {"name": "v5e-reservation", "block": "block-0"}},
+        "reservation.block",
+        "remove it",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "cube serving keys with nothing served",
+        StackConfig._check_backend_platform,
+        {"serving": {"vllm": {"maxNumSeqs": 8}}},
+        "serving.vllm",
+        "remove it",
+        stack="dev-b",
     ),
     # --- Kueue
     RefusedClass(
@@ -401,6 +567,88 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "holds 96 GiB HBM; allowed for the 16 devices of a 2x2x2 prefill slice",
     ),
     RefusedClass(
+        "tensor parallelism that does not divide the attention heads",
+        vllm.check_engine,
+        {"serving": {"prefill": {"topology": "2x4x4", "replicas": 1}, "decode": {"topology": "2x4x4", "replicas": 1}}},
+        "serving.vllm.tensorParallelSize",
+        "verify_with_parallel_config); allowed: ",
+    ),
+    RefusedClass(
+        "batched tokens below the sequences of a step",
+        vllm.check_engine,
+        {"serving": {"vllm": {"maxNumSeqs": 1024, "maxNumBatchedTokens": 512}}},
+        "serving.vllm.maxNumBatchedTokens",
+        "maxNumBatchedTokens >= maxNumSeqs",
+    ),
+    RefusedClass(
+        "maxModelLen above the model's context",
+        vllm.check_engine,
+        {"serving": {"vllm": {"maxModelLen": 524288}}},
+        "serving.vllm.maxModelLen",
+        "allowed: 256 to 262144",
+    ),
+    RefusedClass(
+        "a model vLLM's checks cannot be run for",
+        vllm.check_engine,
+        {"serving": {"model": {"name": "acme/house-model-70b"}}},
+        "serving.model.attentionHeads",
+        "num_attention_heads and max_position_embeddings",
+    ),
+    RefusedClass(
+        "bucket name Cloud Storage refuses",
+        serving_model._bucket,
+        {"serving": {"model": {"weightsBucket": "my-google-weights"}}},
+        "serving.model.weightsBucket",
+        storage_names.BUCKET_ALLOWED,
+    ),
+    RefusedClass(
+        "object path no reader resolves",
+        ModelConfig._object_path,
+        {"serving": {"model": {"path": "models/../other"}}},
+        "serving.model.path",
+        storage_names.OBJECT_ALLOWED,
+    ),
+    RefusedClass(
+        "Saxml checkpoint in a bucket the servers are never granted",
+        StackConfig._check_serving_model,
+        {
+            "serving": {
+                "model": {"weightsBucket": "example-weights"},
+                "saxml": {
+                    "modelPath": "saxml.server.pax.lm.params.lm_cloud.LLaMA70BFP16TPUv5e32",
+                    "checkpoint": "gs://other-ckpt/c",
+                },
+            }
+        },
+        "serving.saxml.checkpoint",
+        "a checkpoint inside serving.model.weightsBucket",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "Saxml servable whose mesh is not the slice's devices",
+        StackConfig._check_servable,
+        {"serving": {"saxml": {"modelPath": "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B64Test"}}},
+        "serving.saxml.modelPath",
+        "allowed: LmCloudSpmd175B32Test",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "test-mode Saxml servable given a checkpoint",
+        StackConfig._check_servable,
+        {"serving": {"model": {"weightsBucket": "example-weights"}, "saxml": {"checkpoint": "gs://example-weights/c"}}},
+        "serving.saxml.checkpoint",
+        "checkpoint None for it",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "derived Saxml bucket name Cloud Storage refuses",
+        StackConfig._check_serving_model,
+        {"namePrefix": "my-google"},
+        "namePrefix",
+        storage_names.BUCKET_ALLOWED,
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
         "routing sidecar from another llm-d release than the picker",
         model.Versions._one_llm_d_release,
         {"versions": {"routingSidecarImage": "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"}},
@@ -431,7 +679,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     RefusedClass(
         "Saxml on a generation it has no chip name for",
         StackConfig._check_backend_platform,
-        {"serving": {"slice": {"machineType": "ct6e-standard-4t", "topology": "4x4"}}},
+        {"zone": "us-east5-b", "serving": {"slice": {"machineType": "ct6e-standard-4t", "topology": "4x4"}}},
         "serving.slice.machineType",
         "use a v5e slice",
         stack="saxml-v5e",
@@ -458,6 +706,15 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "source ranges whose union is wider than a /8",
         exposure.widest_union,
         {"serving": {"http": {**_EXTERNAL, "sourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]}}},
+        "serving.http",
+        exposure.SOURCE_RANGES_ALLOWED,
+        stack="saxml-v5e",
+        pack="no-public-load-balancer",
+    ),
+    RefusedClass(
+        "source ranges that together hold more than a /8 of the internet",
+        exposure.too_wide,
+        {"serving": {"http": {**_EXTERNAL, "sourceRanges": [f"{n}.0.0.0/9" for n in range(20, 60, 2)]}}},
         "serving.http",
         exposure.SOURCE_RANGES_ALLOWED,
         stack="saxml-v5e",

@@ -37,8 +37,9 @@ def recipe(target: str) -> list[str]:
 
 def expand(line: str, variables: dict[str, str]) -> list[str]:
     for name, value in variables.items():
-        line = line.replace(f"$({name})", value)
-    assert "$(" not in line, f"unknown make variable in {line!r}"
+        # STACK and BASE reach the recipes as environment variables (the Makefile's `export`).
+        line = line.replace(f"$({name})", value).replace(f"$$TPU_SLICING_{name}", shlex.quote(value))
+    assert "$(" not in line and "$$" not in line, f"unknown make variable in {line!r}"
     return shlex.split(line)
 
 

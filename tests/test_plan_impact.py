@@ -27,10 +27,16 @@ from tests.conftest import dev_raw, merged
 PLAN_CODE = (
     "plan/__main__.py",
     "plan/document.py",
+    "plan/graph.py",
     "plan/impact.py",
+    "plan/manifests.py",
+    "plan/outputs.py",
     "plan/policies.py",
     "plan/render.py",
+    "plan/stacks.py",
     "domain/admission.py",
+    "settings/loader.py",
+    "settings/stack_file.py",
 )
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
 JOBSET = "slicing-checks/kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::subslicing-check"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from plan import engine
+from settings import stack_file
 from settings.stack_file import StackFileError, config_keys, parse, read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,10 +52,10 @@ def test_a_namespace_one_typo_from_the_projects_is_refused(typo: str) -> None:
         config_keys({f"{typo}:serving": {}})
 
 
-def test_other_providers_namespaces_pass() -> None:
-    assert config_keys({"gcp:project": "p", "kubernetes:context": "c"}) == {
+def test_the_namespaces_the_program_reads_pass() -> None:
+    assert config_keys({"gcp:project": "p", "pulumi:disable-default-providers": ["kubernetes"]}) == {
         "gcp:project": "p",
-        "kubernetes:context": "c",
+        "pulumi:disable-default-providers": ["kubernetes"],
     }
 
 
@@ -68,3 +72,200 @@ def test_the_plan_reads_stack_files_through_the_cli_reader(tmp_path: Path) -> No
 @pytest.mark.parametrize("path", sorted(ROOT.glob("Pulumi.*.yaml")), ids=lambda p: p.name)
 def test_committed_stack_files_read_the_same_under_both_readers(path: Path) -> None:
     assert read(path) == yaml.safe_load(path.read_text())["config"]
+
+
+# --- Stack names, as the CLI's tokens.ParseStackName accepts them -----------------------------------
+
+
+@pytest.mark.parametrize("name", ["dev", "dev-b", "saxml-v5e", "a_b.c", "A1", "x" * 100, "..."])
+def test_stack_names_the_cli_accepts_pass(name: str) -> None:
+    assert stack_file.check_stack_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", "dev; touch /tmp/pwned", "dev --out /elsewhere", "a/b", "../etc", "dév", "dev\nx", "x" * 101]
+)
+def test_stack_names_the_cli_refuses_are_refused_in_one_line(name: str) -> None:
+    with pytest.raises(StackFileError) as caught:
+        stack_file.check_stack_name(name)
+    message = str(caught.value)
+    assert repr(name) in message and "\n" not in message, message
+    assert "alphanumeric, hyphens, underscores, or periods" in message and "100" in message
+
+
+@given(st.text(min_size=1, max_size=30))
+def test_a_stack_name_passes_exactly_when_the_cli_pattern_matches(name: str) -> None:
+    cli_accepts = re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", name, flags=re.ASCII) is not None
+    try:
+        stack_file.check_stack_name(name)
+    except StackFileError:
+        assert not cli_accepts, name
+    else:
+        assert cli_accepts, name
+
+
+# --- The file itself: a regular UTF-8 file under the cap, every error one line naming it -------------------
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(StackFileError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path.name}: ") and "\n" not in message, message
+    return message
+
+
+def test_a_non_utf8_stack_file_names_the_file_and_the_byte_offset(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    data = b"config:\n  tpu-slicing:zone: caf\xe9\n"
+    path.write_bytes(data)
+    message = _refused(path)
+    assert "not UTF-8: byte 0xe9 at offset 31" in message and data.index(b"\xe9") == 31, message
+
+
+def test_a_stack_file_with_a_byte_order_mark_reads_as_the_cli_reads_it(tmp_path: Path) -> None:
+    # go-yaml v3 (readerc.go, yaml_parser_determine_encoding) reads UTF-8, or UTF-16 after its BOM.
+    path = tmp_path / "Pulumi.x.yaml"
+    text = "config:\n  tpu-slicing:zone: us-central1-ai1a\n"
+    for encoded in (b"\xef\xbb\xbf" + text.encode(), text.encode("utf-16"), b"\xfe\xff" + text.encode("utf-16-be")):
+        path.write_bytes(encoded)
+        assert read(path) == {"tpu-slicing:zone": "us-central1-ai1a"}
+
+
+def test_a_fifo_a_directory_and_a_device_are_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "Pulumi.fifo.yaml"
+    os.mkfifo(fifo)
+    folder = tmp_path / "Pulumi.folder.yaml"
+    folder.mkdir()
+    device = tmp_path / "Pulumi.zero.yaml"
+    device.symlink_to("/dev/zero")
+    found: dict[Path, str] = {}
+
+    def judge() -> None:
+        for path in (fifo, folder, device):
+            found[path] = _refused(path)
+
+    # Reading a FIFO with no writer would block, /dev/zero would never end: judge in a thread.
+    worker = threading.Thread(target=judge, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # unblock the reader before failing
+        pytest.fail("reading a stack file that is not a regular file did not return")
+    assert "not a regular file (a FIFO)" in found[fifo]
+    assert "not a regular file (a directory)" in found[folder]
+    assert "not a regular file (a character device)" in found[device]
+
+
+def test_a_stack_file_over_the_cap_says_the_cap_and_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.big.yaml"
+    body = "config:\n  tpu-slicing:zone: us-central1-ai1a\n"
+    path.write_text(body + "#" * (stack_file.MAX_BYTES - len(body)))
+    assert read(path) == {"tpu-slicing:zone": "us-central1-ai1a"}  # at the cap: read
+    path.write_text(body + "#" * (stack_file.MAX_BYTES - len(body) + 1))
+    message = _refused(path)
+    assert f"{stack_file.MAX_BYTES + 1} bytes" in message and f"cap of {stack_file.MAX_BYTES} bytes" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("config:\n  a: [1, 2\n", "line 3, column 1: not valid YAML"),
+        ("config:\n  a: b: c\n", "line 2, column 7: not valid YAML"),
+        ("config:\n  a: \x07\n", "not valid YAML: unacceptable character #x0007"),
+        ("config: [1, 2]\n", "`config:` is a mapping"),
+        ("config:\n  ? [a, b]\n  : 1\n", "line 2: a key is a list"),
+        ("- config\n", "a stack file is a mapping"),
+    ],
+)
+def test_every_error_is_one_line_naming_the_file(text: str, fragment: str, tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text(text)
+    assert fragment in _refused(path)
+
+
+def test_a_stack_file_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    assert "cannot read" in _refused(tmp_path / "Pulumi.missing.yaml")
+
+
+# --- Namespaces: only those the program reads ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("tpu-slіcing:zone", "tpu-slicing:zone"),  # Cyrillic і (U+0456)
+        ("tpu\u2010slicing:zone", "tpu-slicing:zone"),  # HYPHEN
+        ("tpu\u2011slicing:zone", "tpu-slicing:zone"),  # NON-BREAKING HYPHEN
+        ("tpu\u2212slicing:zone", "tpu-slicing:zone"),  # MINUS SIGN
+        ("TPU-Slicing:zone", "tpu-slicing:zone"),
+        (" tpu-slicing:zone", "tpu-slicing:zone"),
+        ("tpu-slicing :zone", "tpu-slicing:zone"),
+        ("tpu-slicing\u200b:zone", "tpu-slicing:zone"),  # ZERO WIDTH SPACE
+        ("GCP:project", "gcp:project"),
+        ("gсp:project", "gcp:project"),  # Cyrillic с (U+0441)
+        ("Pulumi:disable-default-providers", "pulumi:disable-default-providers"),
+    ],
+)
+def test_a_look_alike_namespace_is_refused_naming_the_key_meant(key: str, meant: str) -> None:
+    with pytest.raises(StackFileError) as caught:
+        config_keys({key: "x"})
+    message = str(caught.value)
+    assert repr(key) in message and f"allowed: {meant}" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("namespace", ["kubernetes", "command", "aws", "gcp-beta", "config"])
+def test_a_namespace_the_program_never_reads_is_refused(namespace: str) -> None:
+    with pytest.raises(StackFileError, match=rf"'{namespace}:x'.*allowed namespaces: gcp, pulumi, tpu-slicing"):
+        config_keys({f"{namespace}:x": 1})
+
+
+# Look-alikes of the ASCII letters of `tpu-slicing` (Unicode's confusables.txt), Unicode hyphens and
+# dashes, fullwidth forms (NFKC folds them), and whitespace the eye does not see.
+LOOK_ALIKES = {
+    "t": "ｔТ",
+    "p": "рρＰ",
+    "u": "υսｕ",
+    "-": "\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d",
+    "s": "ѕｓЅ",
+    "l": "ӏⅼℓ",
+    "i": "іıɩιІ",
+    "c": "сϲｃС",
+    "n": "ոｎ",
+    "g": "ɡｇ",
+}
+_SPACE = st.sampled_from(["", " ", "\t", "\u00a0", "\u2003", "\u200b", "\n"])
+
+
+@st.composite
+def look_alike(draw: st.DrawFn, namespace: str = stack_file.PROJECT) -> str:
+    letters = [draw(st.sampled_from([c, c.upper(), *LOOK_ALIKES.get(c, "")])) for c in namespace]
+    return draw(_SPACE) + "".join(letters) + draw(_SPACE)
+
+
+@given(look_alike(), st.sampled_from(["zone", "serving", "hfToken"]))
+def test_every_look_alike_of_the_projects_namespace_is_refused_and_named(namespace: str, rest: str) -> None:
+    assume(namespace != stack_file.PROJECT)
+    key = f"{namespace}:{rest}"
+    with pytest.raises(StackFileError) as caught:
+        config_keys({key: "x"})
+    message = str(caught.value)
+    assert repr(key) in message and f"allowed: tpu-slicing:{rest}" in message and "\n" not in message, message
+
+
+@given(st.text(min_size=1, max_size=20).filter(lambda ns: ":" not in ns and ns not in stack_file.NAMESPACES))
+def test_any_namespace_the_program_does_not_know_is_refused(namespace: str) -> None:
+    with pytest.raises(StackFileError) as caught:
+        config_keys({f"{namespace}:key": "x"})
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("stack", ["dev", "saxml-v5e"])
+def test_the_known_namespaces_are_the_project_the_engine_and_the_default_providers(stack: str) -> None:
+    """A provider the program reaches through its default provider reads its namespace of the stack's
+    config; one reached only through an explicit provider (every Kubernetes object: backends/platform.py,
+    `cluster_provider`) reads none of it, and pulumi-command has no configuration at all."""
+    plan = engine.run_stack(stack)
+    default = {r.type.split(":")[0] for r in plan.resources if r.custom and not r.provider}
+    assert default - {"pulumi", "command"} == {"gcp"}  # pulumi: the explicit providers themselves
+    assert set(stack_file.NAMESPACES) == {stack_file.PROJECT, "pulumi", "gcp"}

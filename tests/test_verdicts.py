@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
 
 from plan import engine
 from plan.__main__ import main as plan_main
@@ -27,6 +28,7 @@ from settings import refusals, stack_file
 from settings.loader import ConfigError, load
 from settings.refusals import REFUSED_CLASSES, RefusedClass
 from settings.stack_file import StackFileError
+from tests.refusal_members import MEMBERS
 from tests.test_policy import SECRET_SIG, resource_args, stack_args, violations
 
 POLICIES = {policy.name: policy for policy in guardrails.POLICIES}
@@ -176,6 +178,18 @@ TWINS: dict[str, Twin] = {
             "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1",
         ),
     ),
+    "image with whitespace or control characters": Twin(
+        {}, replace("docker.io/vllm/vllm-tpu:v0.26.0", "docker.io/vllm/vllm-tpu:v0.26.0 ")
+    ),
+    "image tag with a channel word after its version": Twin(
+        {}, replace("docker.io/vllm/vllm-tpu:v0.26.0", "docker.io/vllm/vllm-tpu:v0.26.0-nightly")
+    ),
+    "image tag whose only version is its base OS's": Twin(
+        {}, replace("docker.io/vllm/vllm-tpu:v0.26.0", "docker.io/vllm/vllm-tpu:ubuntu-22.04.4")
+    ),
+    "source ranges that together hold more than a /8 of the internet": Twin(
+        _EXTERNAL, replace(["10.0.0.0/8"], [f"{n}.0.0.0/9" for n in range(20, 60, 2)]), _ALLOW
+    ),
     "external service without source ranges": Twin(_EXTERNAL, replace(["10.0.0.0/8"], []), _ALLOW),
     "source ranges whose union is wider than a /8": Twin(
         _EXTERNAL, replace(["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"]), _ALLOW
@@ -257,6 +271,49 @@ def test_settings_plan_and_pack_refuse_alike(
         assert on_twin == [], on_twin
         assert with_bad_value, f"{refused.name}: the pack's {refused.pack} accepts it"
 
+
+BY_NAME = {c.name: c for c in REFUSED_CLASSES}
+
+
+def test_every_generated_class_is_in_the_table() -> None:
+    assert set(MEMBERS) <= set(BY_NAME)
+    assert {n for n in MEMBERS if BY_NAME[n].pack} == set(MEMBER_SWAPS)
+
+
+@pytest.mark.parametrize("name", sorted(MEMBERS))
+def test_generated_members_are_refused_alike(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Members nobody chose, through the settings as the plan reads them and, for a pack twin, the pack."""
+    refused = BY_NAME[name]
+    folder = tmp_path_factory.mktemp("members")
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(MEMBERS[name])
+    def check(example: dict[str, Any]) -> None:
+        path = write_variant(folder, refused.stack, example)
+        message = settings_verdict(path, refused.stack)
+        assert message is not None, f"{name}: the settings accept {example}"
+        assert refused.key in message and refused.allowed in message, message
+        if refused.pack:
+            good, find = MEMBER_SWAPS[name]
+            bad = find(example)
+            plan = twin_plan(folder, refused.stack, TWINS[name].example)
+            changed = {r.urn: inputs for r in plan.resources if (inputs := replace(good, bad)(r)) is not None}
+            assert changed, f"{name}: {good!r} is in no resource of the twin's plan"
+            assert pack_messages(plan, refused.pack, TWINS[name].config, changed), f"the pack accepts {bad!r}"
+
+    check()
+
+
+# For the classes with a pack twin: the twin's good value, and where a member holds its bad value.
+_Find = Callable[[dict[str, Any]], Any]
+_IMAGE: tuple[Any, _Find] = ("docker.io/vllm/vllm-tpu:v0.26.0", lambda e: e["versions"]["vllmImage"])
+_RANGES: tuple[Any, _Find] = (["10.0.0.0/8"], lambda e: e["serving"]["http"]["sourceRanges"])
+MEMBER_SWAPS: dict[str, tuple[Any, _Find]] = {
+    "image with whitespace or control characters": _IMAGE,
+    "image tag with a channel word after its version": _IMAGE,
+    "image tag whose only version is its base OS's": _IMAGE,
+    "source ranges that together hold more than a /8 of the internet": _RANGES,
+}
 
 # Valid stacks, among them three that were refused once: GKE's shared address space for pods
 # (7f33d63), an unquoted clock time that YAML 1.1 would read as a number and a key without its

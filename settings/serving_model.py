@@ -1,0 +1,83 @@
+"""The model a serving backend loads: its name, where its weights are and how large it is."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, field_validator
+
+from domain import model_catalog, topology
+from settings import storage_names
+from settings.base import StrictModel
+
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _bucket(value: str | None) -> str | None:
+    problem = storage_names.bucket_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(f"{value!r} is no Cloud Storage bucket name: it has {problem}; {storage_names.BUCKET_ALLOWED}")
+    return value
+
+
+Bucket = Annotated[str | None, AfterValidator(_bucket)]
+
+
+class ModelConfig(StrictModel):
+    name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1, max_length=256)
+    weights_bucket: Bucket = None
+    path: str = ""
+    parameters_billions: float = Field(397.0, gt=0, le=100_000)
+    bytes_per_parameter: float = Field(1.0, gt=0, le=8)
+    kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
+    # From the model's config.json when the catalog does not know it (domain/model_catalog.py).
+    attention_heads: int | None = Field(None, ge=1, le=4096)
+    context_length: int | None = Field(None, ge=256, le=16_777_216)
+
+    @field_validator("path")
+    @classmethod
+    def _object_path(cls, value: str) -> str:
+        # Joined as gs://<weightsBucket>/<path>: a leading '/' or a whole URI makes a path that
+        # does not exist, found only when the model servers fail to load an hour later.
+        if value.startswith(("/", "gs://")):
+            raise ValueError(
+                f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
+                "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
+            )
+        problem = storage_names.object_path_problem(value)
+        if problem:
+            raise ValueError(f"{value!r} has {problem}; {storage_names.OBJECT_ALLOWED}")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _labelled(cls, value: str) -> str:
+        # The last path segment labels the model servers (llm-d.ai/model): a Kubernetes label value.
+        label = value.rsplit("/", 1)[-1]
+        if not LABEL_VALUE.match(label):
+            raise ValueError(
+                f"{label!r} (the part after the last '/') must be a Kubernetes label value: at most 63 letters, "
+                "digits, '-', '_' or '.', starting and ending with a letter or digit"
+            )
+        return value
+
+    @property
+    def label(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+    @property
+    def weights_bytes(self) -> int:
+        return topology.weights_bytes(self.parameters_billions, self.bytes_per_parameter)
+
+    @property
+    def architecture(self) -> model_catalog.Architecture | None:
+        """Heads and context as vLLM reads them: the stack's, else the catalog's, else unknown."""
+        known = model_catalog.architecture(self.name)
+        heads = self.attention_heads or (known.attention_heads if known else None)
+        context = self.context_length or (known.context_length if known else None)
+        if heads is None or context is None:
+            return None
+        if known and (heads, context) == (known.attention_heads, known.context_length):
+            return known
+        return model_catalog.Architecture(heads, known.kv_heads if known else heads, context, "the stack")

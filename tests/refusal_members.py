@@ -1,0 +1,141 @@
+"""Members of the refused classes (settings/refusals.py), generated: each class is a space, not an example.
+
+`MEMBERS` maps a class name to a hypothesis strategy of examples in the table's own form (conftest's
+`merged` rules). tests/test_verdicts.py runs drawn members through the settings loader and, where
+the class has a pack twin, through the pack, expecting the class's key and allowed text each time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from hypothesis import strategies as st
+
+from domain import model_catalog, tpu_zones
+from settings import pins
+
+_VLLM_IMAGE = "docker.io/vllm/vllm-tpu"
+_QWEN = model_catalog.architecture("Qwen/Qwen3.5-397B-A17B")
+assert _QWEN is not None
+
+
+def _vllm_image(tag: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
+    return tag.map(lambda t: {"versions": {"vllmImage": f"{_VLLM_IMAGE}:{t}"}})
+
+
+_VERSION = st.tuples(st.integers(0, 20), st.integers(0, 40), st.integers(0, 20)).map(lambda v: f"v{v[0]}.{v[1]}.{v[2]}")
+_WHITESPACE = st.sampled_from([" ", "\t", "\n", "\r", "\x00", "\x1b", "\x7f", "\u00a0", "\u2003"])
+
+
+@st.composite
+def _spoiled_image(draw: st.DrawFn) -> dict[str, Any]:
+    image = f"{_VLLM_IMAGE}:{draw(_VERSION)}"
+    where = draw(st.integers(0, len(image)))
+    return {"versions": {"vllmImage": image[:where] + draw(_WHITESPACE) + image[where:]}}
+
+
+_CHANNEL_TAG = st.tuples(
+    _VERSION,
+    st.sampled_from(["-", ".", "_"]),
+    st.sampled_from(sorted(pins._CHANNEL_SUFFIXES - {"preview-latest"})),
+    st.sampled_from([str.lower, str.upper, str.title]),
+).map(lambda t: f"{t[0]}{t[1]}{t[3](t[2])}")
+_OS_TAG = st.tuples(
+    st.sampled_from(["ubuntu", "debian", "alpine", "rockylinux", "ubi", "bookworm", "jammy", "noble"]),
+    st.sampled_from(["", "-", "_", "."]),
+    st.tuples(st.integers(3, 24), st.integers(0, 12), st.integers(0, 9)),
+).map(lambda t: f"{t[0]}{t[1]}{t[2][0]}.{t[2][1]}.{t[2][2]}")
+
+# Public /8s (not RFC 1918, 100.64/10, loopback, multicast): blocks inside them are internet addresses.
+_PUBLIC_FIRST = [n for n in range(1, 224) if n not in (10, 100, 127, 172, 192)]
+
+
+@st.composite
+def _wide_sources(draw: st.DrawFn) -> dict[str, Any]:
+    prefix = draw(st.integers(9, 13))
+    count = draw(st.integers(2 ** (prefix - 8) + 1, min(64, 2 ** (prefix - 8) + 8)))
+    firsts = draw(st.lists(st.sampled_from(_PUBLIC_FIRST), min_size=count, max_size=count, unique=True))
+    blocks = [
+        f"{first}.{(draw(st.integers(0, 2 ** (prefix - 8) - 1)) << (16 - prefix))}.0.0/{prefix}" for first in firsts
+    ]
+    return {"serving": {"http": {"type": "external", "sourceRanges": blocks}}}
+
+
+_LOWER = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12)
+_BAD_BUCKETS = st.one_of(
+    st.tuples(*[st.integers(0, 255)] * 4).map(lambda o: ".".join(map(str, o))),  # an IP address
+    _LOWER.map(lambda s: f"goog{s}"),
+    st.tuples(_LOWER, st.sampled_from(["google", "g00gle", "go0g1e", "googl3"]), _LOWER).map("-".join),
+    st.tuples(_LOWER, _LOWER).map(lambda p: f"{p[0]}..{p[1]}"),
+    st.integers(64, 80).map(lambda n: "b" * n),
+    st.tuples(_LOWER, st.sampled_from(["A", "!", " ", "/", "~"]), _LOWER).map("".join),
+    _LOWER.map(lambda s: f"-{s}x"),
+)
+_SEGMENT = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=10)
+
+
+@st.composite
+def _bad_path(draw: st.DrawFn) -> dict[str, Any]:
+    parts = draw(st.lists(_SEGMENT, min_size=1, max_size=4))
+    spoil = draw(st.sampled_from([".", "..", "", "control"]))
+    where = draw(st.integers(0, len(parts)))
+    if spoil == "control":
+        parts[where - 1 if where else 0] += draw(st.sampled_from(["\x00", "\x01", "\x1f", "\x7f", "\x85"]))
+    elif spoil:
+        parts.insert(where, spoil)
+    else:  # an empty segment between two others ('a//b'): a trailing '/' is only a prefix's end
+        parts = parts if len(parts) > 1 else [*parts, "z"]
+        parts.insert(draw(st.integers(1, len(parts) - 1)), "")
+    return {"serving": {"model": {"path": "/".join(parts)}}}
+
+
+_REGIONS = ["us-central1", "us-east1", "us-east5", "us-west4", "europe-west4", "asia-northeast1", "us-south1"]
+_TPU7X_ZONES = (
+    st.tuples(st.sampled_from(_REGIONS), st.sampled_from(["a", "b", "c", "d", "f", "ai1b", "ai2a"]))
+    .map("-".join)
+    .filter(lambda z: z not in tpu_zones.ZONES["tpu7x"].zones)
+)
+
+# Blocks Python calls private that no VPC range may use: link-local, loopback, benchmarking, IETF, reserved.
+_SPECIAL = st.tuples(
+    st.sampled_from(["169.254.0.0/16", "127.0.0.0/8", "198.18.0.0/15", "192.0.0.0/24", "240.0.0.0/4", "0.0.0.0/8"]),
+    st.integers(0, 8),
+).map(lambda b: str(next(ipaddress.IPv4Network(b[0]).subnets(prefixlen_diff=min(b[1], 32 - 24 - 0)))))
+
+_TOKEN_CHARS = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", min_size=34, max_size=40)
+_CREDENTIALS = st.one_of(
+    _TOKEN_CHARS.map(lambda t: f"hf_{t}"),
+    _TOKEN_CHARS.map(lambda t: f"ya29.{t}"),
+    _TOKEN_CHARS.map(lambda t: f"AIza{(t * 2)[:35]}"),
+    _TOKEN_CHARS.map(lambda t: '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n' + t + '"}'),
+    _TOKEN_CHARS.map(lambda t: f"apiVersion: v1\nusers:\n- name: u\n  user:\n    token: {t}\n"),
+)
+MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
+    # Every kind, in the table's key (tests/test_credentials.py varies the key).
+    "credential in an ordinary setting": _CREDENTIALS.map(lambda v: {"serving": {"model": {"path": f"models/{v}"}}}),
+    "link-local or other special range for pods": _SPECIAL.map(lambda r: {"network": {"podCidr": r}}),
+    "image with whitespace or control characters": _spoiled_image(),
+    "image tag with a channel word after its version": _vllm_image(_CHANNEL_TAG),
+    "image tag whose only version is its base OS's": _vllm_image(_OS_TAG),
+    "source ranges that together hold more than a /8 of the internet": _wide_sources(),
+    "bucket name Cloud Storage refuses": _BAD_BUCKETS.map(lambda b: {"serving": {"model": {"weightsBucket": b}}}),
+    "object path no reader resolves": _bad_path(),
+    "zone without the generation's TPUs": _TPU7X_ZONES.map(lambda z: {"zone": z, "region": None}),
+    # Heads the default TP (a 2x2x2 slice's 16 devices) does not divide, or larger slices whose default
+    # TP (their devices) exceeds the catalogued model's 32 heads.
+    "tensor parallelism that does not divide the attention heads": st.one_of(
+        st.integers(1, 4096).filter(lambda h: h % 16).map(lambda h: {"serving": {"model": {"attentionHeads": h}}}),
+        st.sampled_from(["2x4x4", "4x4x4"]).map(
+            lambda t: {"serving": {"prefill": {"topology": t, "replicas": 1}, "decode": {"topology": t, "replicas": 1}}}
+        ),
+    ),
+    "batched tokens below the sequences of a step": st.integers(257, 65_536).flatmap(
+        lambda seqs: st.integers(256, seqs - 1).map(
+            lambda batched: {"serving": {"vllm": {"maxNumSeqs": seqs, "maxNumBatchedTokens": batched}}}
+        )
+    ),
+    "maxModelLen above the model's context": st.integers(_QWEN.context_length + 1, 1_048_576).map(
+        lambda n: {"serving": {"vllm": {"maxModelLen": n}}}
+    ),
+}

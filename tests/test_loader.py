@@ -1,0 +1,43 @@
+"""The settings loader reports every problem of a stack at once, each under the key the stack file uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plan import engine
+from settings.loader import ConfigError, load
+
+
+def _problems(raw: dict[str, str], project: str | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load(raw, stack="x", project=project, secret_keys=[])
+    return caught.value.problems
+
+
+def test_an_empty_stack_file_reports_every_missing_required_key_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text("")
+    raw, _ = engine.read_stack_config(path)
+    problems = _problems(raw, raw.get("gcp:project"))
+    assert [p.split(":", 2)[:2] for p in problems] == [["gcp", "project"], ["tpu-slicing", "zone"]], problems
+    assert all("is required" in p for p in problems), problems
+
+
+def test_missing_keys_come_with_the_other_problems() -> None:
+    problems = _problems({"tpu-slicing:hfToken": "hf_plain", "tpu-slicing:network": '{"mtu": 9000}'})
+    keys = sorted(p.split(": ", 1)[0] for p in problems)
+    assert keys == ["gcp:project", "tpu-slicing:hfToken", "tpu-slicing:network.mtu", "tpu-slicing:zone"], problems
+    assert not any("hf_plain" in p for p in problems)
+
+
+def test_a_bad_project_is_named_by_the_key_that_sets_it() -> None:
+    (problem,) = _problems({"tpu-slicing:zone": "us-central1-ai1a"}, project="P")
+    assert problem.startswith("gcp:project: 'P' is not allowed"), problem
+
+
+def test_project_as_a_project_key_is_refused_alone() -> None:
+    raw, _ = engine.read_stack_config(engine.stack_file("dev"))
+    problems = _problems({**raw, "tpu-slicing:project": "Other"}, raw["gcp:project"])
+    assert problems == ["tpu-slicing:project: is not a key of this project; set gcp:project instead"], problems
