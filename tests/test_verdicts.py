@@ -26,6 +26,7 @@ from plan.__main__ import main as plan_main
 from policy import guardrails
 from settings import refusals, stack_file
 from settings.loader import ConfigError, load
+from settings.model import DEFAULT_TOPOLOGY_LEVELS
 from settings.refusals import REFUSED_CLASSES, RefusedClass
 from settings.stack_file import StackFileError
 from tests.refusal_members import MEMBERS
@@ -334,6 +335,26 @@ ACCEPTED: list[tuple[str, str, Mapping[str, Any], str]] = [
     ("a smoke-test run id", "dev", {"serving": {"smokeTest": {"runId": "run-2026-12-01"}}}, ""),
     ("tensor parallelism that fits", "dev", {"serving": {"vllm": {"tensorParallelSize": 8}}}, ""),
     ("the smallest system machine that fits", "dev", {"cluster": {"systemMachineType": "e2-standard-8"}}, ""),
+    # Refused once (issue 25): RFC 1123 allows a namespace's leading digit; every GKE node carries its
+    # zone and node-pool labels, so Kueue may use them as levels.
+    ("a namespace that starts with a digit", "dev", {"serving": {"namespace": "1-serving"}}, ""),
+    (
+        "topology levels on the zone and node-pool labels",
+        "dev",
+        {
+            "kueue": {
+                "topologyLevels": [
+                    "topology.kubernetes.io/zone",
+                    "cloud.google.com/gce-topology-block",
+                    "cloud.google.com/gke-nodepool",
+                    *DEFAULT_TOPOLOGY_LEVELS[1:],
+                ]
+            }
+        },
+        "",
+    ),
+    ("a TPU7x stack in its other zone", "dev", {"zone": "us-central1-c", "region": None}, ""),
+    ("a tensor parallelism that divides the heads", "dev", {"serving": {"vllm": {"tensorParallelSize": 16}}}, ""),
 ]
 
 
