@@ -52,6 +52,8 @@ from pulumi_policy.proxy import (
 
 # Rules the settings model enforces too, imported from the repository (policy/__main__.py puts its
 # root on sys.path under the CLI): one definition, so settings and pack reach the same verdict.
+from settings.credentials import ALLOWED as CREDENTIALS_ALLOWED
+from settings.credentials import kind_of as credential_kind
 from settings.exposure import SOURCE_RANGES_ALLOWED, source_ranges_problem
 from settings.pins import CHART_ALLOWED, IMAGE_ALLOWED, chart_problem, image_problem
 
@@ -607,6 +609,19 @@ def _input_problems(node: Any, path: str, skip: frozenset[str]) -> Iterator[str]
             yield from _input_problems(value, child_path, skip)
 
 
+def _credential_problems(node: Any, path: str) -> Iterator[str]:
+    """Plain strings shaped like a credential (settings/credentials.py, the settings' own rule)."""
+    if _is_secret(node):
+        return
+    if isinstance(node, str):
+        kind = credential_kind(node)
+        if kind:
+            yield f"input {path} holds {kind} in plain text; {CREDENTIALS_ALLOWED}"
+        return
+    for key, value in _children(node):
+        yield from _credential_problems(value, f"{path}.{key}" if path else str(key))
+
+
 def validate_secrets_are_secret(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Secret-looking env vars use valueFrom; Secret data and secret-looking inputs are Pulumi secrets."""
     problems = list(_env_problems(args.props)) if _kubernetes_workload(args.resource_type) else []
@@ -617,6 +632,10 @@ def validate_secrets_are_secret(args: ResourceValidationArgs, report_violation: 
             problems += _secret_data_problems(args.props)
         checked = frozenset({"data", "stringData"}) if args.resource_type == K8S_SECRET else frozenset()
         problems += _input_problems(args.props, "", checked)
+    # A token pasted into an ordinary setting lands in pod args, env and labels: only a Secret's data
+    # may hold one (its value is checked above), and a provider's own inputs are not the workload's.
+    if args.resource_type != K8S_SECRET and not args.resource_type.startswith("pulumi:providers:"):
+        problems += _credential_problems(args.props, "")
     for problem in problems:
         report_violation(f"{_who(args.resource_type, args.name)} {problem}", None)
 
@@ -625,7 +644,8 @@ secrets_are_secret = ResourceValidationPolicy(
     name="secrets-are-secret",
     description=(
         "Kubernetes Secret data and secret-looking inputs (token, password, secret, API key) are Pulumi "
-        "secrets; secret-looking container env vars come from valueFrom, never a literal value."
+        "secrets; secret-looking container env vars come from valueFrom, never a literal value; no input "
+        "outside a Secret holds a credential-shaped string (a Hugging Face or OAuth token, a private key)."
     ),
     validate=validate_secrets_are_secret,
 )

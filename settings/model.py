@@ -352,6 +352,18 @@ class Versions(StrictModel):
     )
 
     @model_validator(mode="after")
+    def _controller_floors(self) -> Versions:
+        # An older controller installs, then never admits or never runs a slice: the guide's floors.
+        for key, floor in CONTROLLER_FLOORS.items():
+            given = getattr(self, key)
+            if _semver_key(given) < _semver_key(floor):
+                raise ValueError(
+                    f"versions.{to_camel(key)} {given} is below {floor}, the oldest llm-d's dynamic-slicing guide "
+                    f"supports (dynamic-slicing.md §14.6); allowed: {floor} or newer"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _one_llm_d_release(self) -> Versions:
         picker_repo, picker_tag = _repository_and_tag(self.endpoint_picker_image)
         sidecar_repo, sidecar_tag = _repository_and_tag(self.routing_sidecar_image)
@@ -363,6 +375,15 @@ class Versions(StrictModel):
                 "llm-d-router publishes with that picker (its flags and the picker's headers change together)"
             )
         return self
+
+
+# llm-d's dynamic-slicing guide: JobSet >= v0.12.0, Kueue >= v0.18.2 (dynamic-slicing.md §14.6).
+CONTROLLER_FLOORS = {"jobset": "0.12.0", "kueue": "0.18.2"}
+
+
+def _semver_key(version: str) -> tuple[int, int, int]:
+    major, minor, patch = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version).groups()  # type: ignore[union-attr]
+    return int(major), int(minor), int(patch)
 
 
 PICKER_SUFFIX = "-endpoint-picker"
@@ -942,8 +963,6 @@ class StackConfig(StrictModel):
                 f"serving.slice {serving.slice.topology} on {generation.name} spans several VMs, and Pathways "
                 "(JetStream's multi-host path) has no instance type for it; use a single-host topology"
             )
-        if serving.backend is Backend.SAXML:
-            self._check_servable(generation)
         if serving.backend is Backend.SAXML and len(self.names.sax_account) < 6:
             raise ValueError(
                 f"namePrefix {self.name_prefix!r} is too short: the Saxml service account id "
@@ -964,6 +983,8 @@ class StackConfig(StrictModel):
                 f"{model.name!r} needs {model.weights_bytes / topology.GIB:.0f} GiB of weights plus "
                 f"{model.kv_cache_headroom:.0%} headroom = {needed / topology.GIB:.0f} GiB; {allowed}"
             )
+        if serving.backend is Backend.SAXML:  # after the size: a model that cannot fit is the first thing to say
+            self._check_servable(generation)
 
     def _check_servable(self, generation: topology.Generation) -> None:
         saxml, slice_ = self.serving.saxml, self.serving.slice

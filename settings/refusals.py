@@ -152,6 +152,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         {"serving": {"model": {"path": "models/hf_" + "x" * 34}}},
         "tpu-slicing:serving.model.path",
         credentials.ALLOWED,
+        pack="secrets-are-secret",
     ),
     RefusedClass(
         "project as a tpu-slicing key", loader.load, {"project": "other"}, "tpu-slicing:project", "gcp:project"
@@ -312,6 +313,13 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "versions.kueue",
         "exact version",
         pack="pinned-images",
+    ),
+    RefusedClass(
+        "controller below the guide's floor",
+        model.Versions._controller_floors,
+        {"versions": {"kueue": "0.17.4"}},
+        "versions.kueue",
+        "allowed: 0.18.2 or newer",
     ),
     RefusedClass(
         "image on a channel tag",

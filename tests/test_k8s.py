@@ -79,9 +79,10 @@ def test_controllers_are_pinned_helm_releases_that_wait(
 
 
 def test_versions_come_from_config(run_dev: DevRunner) -> None:
-    # The reference's versions remain selectable.
-    plan = run_dev({"versions": {"kueue": "0.17.4", "jobset": "0.11.1", "lws": "v0.10.0"}})
-    assert [plan.one(RELEASE, n).get("version") for n in ("jobset", "kueue", "lws")] == ["0.11.1", "0.17.4", "v0.10.0"]
+    # Any release at or above the guide's floors (settings/model.py CONTROLLER_FLOORS) is selectable;
+    # the reference's 0.11.1 / 0.17.4 are below them and refused.
+    plan = run_dev({"versions": {"kueue": "0.18.2", "jobset": "0.12.0", "lws": "v0.10.0"}})
+    assert [plan.one(RELEASE, n).get("version") for n in ("jobset", "kueue", "lws")] == ["0.12.0", "0.18.2", "v0.10.0"]
 
 
 def test_slice_controller_installs_last_and_its_webhooks_wait_for_it(dev_plan: PlanResult) -> None:

@@ -156,6 +156,7 @@ class Twin:
 
 
 _EXTERNAL = {"serving": {"http": {"type": "external", "sourceRanges": ["10.0.0.0/8"]}}}
+_MODEL = "Qwen/Qwen3.5-397B-A17B-FP8"
 _ALLOW = {"allowExternalServices": True}
 TWINS: dict[str, Twin] = {
     "TPU7x without a reservation block": Twin({}, _no_reservation),
@@ -191,6 +192,7 @@ TWINS: dict[str, Twin] = {
     "source ranges that together hold more than a /8 of the internet": Twin(
         _EXTERNAL, replace(["10.0.0.0/8"], [f"{n}.0.0.0/9" for n in range(20, 60, 2)]), _ALLOW
     ),
+    "credential in an ordinary setting": Twin({}, replace(_MODEL, "models/hf_" + "x" * 34)),
     "external service without source ranges": Twin(_EXTERNAL, replace(["10.0.0.0/8"], []), _ALLOW),
     "source ranges whose union is wider than a /8": Twin(
         _EXTERNAL, replace(["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"]), _ALLOW
@@ -314,6 +316,7 @@ MEMBER_SWAPS: dict[str, tuple[Any, _Find]] = {
     "image tag with a channel word after its version": _IMAGE,
     "image tag whose only version is its base OS's": _IMAGE,
     "source ranges that together hold more than a /8 of the internet": _RANGES,
+    "credential in an ordinary setting": (_MODEL, lambda e: e["serving"]["model"]["path"]),
 }
 
 # Valid stacks, among them three that were refused once: GKE's shared address space for pods
