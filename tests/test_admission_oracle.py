@@ -25,6 +25,7 @@ Kueue's ClusterQueue admits a JobSet as one Workload, all or nothing, as the mod
 from __future__ import annotations
 
 import calendar
+import contextlib
 import copy
 import json
 import os
@@ -329,9 +330,12 @@ def tied_preemptions(prediction: admission.Prediction) -> list[str]:
 # --- the stack and its plan --------------------------------------------------------------------
 
 
-def _stack_raw() -> tuple[dict[str, Any], list[str]]:
-    raw, secret_keys = engine.read_stack_config(engine.stack_file(STACK))
+def _stack_raw(stack: str = STACK, cubes: int | None = CUBES) -> tuple[dict[str, Any], list[str]]:
+    """The stack's configuration, with `cubes` cubes on sub-blocks of their own (None: as committed)."""
+    raw, secret_keys = engine.read_stack_config(engine.stack_file(stack))
     raw = dict(raw)
+    if cubes is None:
+        return raw, list(secret_keys)
     tpu = json.loads(raw["tpu-slicing:tpu"])
     raw["tpu-slicing:tpu"] = json.dumps(tpu | {"cubes": CUBES})
     reservation = json.loads(raw["tpu-slicing:reservation"])
@@ -351,32 +355,43 @@ class Env:
     node_labels: dict[str, dict[str, str]]
     warm_start: float
     running: ctl.Controllers  # checked while waiting: a dead controller fails at once, saying which
-    lws: dict[str, Any]  # the program's rendered serving LWS (SERVING_LWS)
+    lws: dict[str, Any] | None  # the program's rendered serving LWS (SERVING_LWS), if the stack serves
 
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
+    with oracle_env(STACK, CUBES) as running:
+        yield running
+        print("\n" + _table(RESULTS), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def oracle_env(stack: str, cubes: int | None) -> Iterator[Env]:
+    """A plane with `stack`'s nodes (`cubes` cubes, None: as committed), the controllers, and the plan's
+    own Kueue objects applied: where the oracle submits its workloads."""
     absent = cp.missing_binaries() + ctl.missing()
     if absent:
         pytest.skip(f"{', '.join(absent)} missing: run `make controlplane`")
-    raw, secret_keys = _stack_raw()
-    config = load(raw, stack=STACK, project=raw.get("gcp:project"), secret_keys=secret_keys)
+    raw, secret_keys = _stack_raw(stack, cubes)
+    config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
     bodies = [
-        body for _, body in manifests.objects(engine.run(raw, stack=STACK, secret_keys=secret_keys), masked=False)
+        body for _, body in manifests.objects(engine.run(raw, stack=stack, secret_keys=secret_keys), masked=False)
     ]
     kueue_objects = [b for b in bodies if b["apiVersion"].startswith("kueue.x-k8s.io/") and b["kind"] in KUEUE_KINDS]
     local_queue = next(b for b in kueue_objects if b["kind"] == "LocalQueue")
     namespace = local_queue["metadata"]["namespace"]
     namespace_body = next(b for b in bodies if b["kind"] == "Namespace" and b["metadata"]["name"] == namespace)
-    serving = next(b for b in bodies if b["kind"] == "LeaderWorkerSet" and b["metadata"]["name"] == SERVING_LWS)
-    assert serving["metadata"]["namespace"] == namespace, "the serving LWS is not in the LocalQueue's namespace"
-    account_name = serving["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["serviceAccountName"]
-    account = next(
-        b
-        for b in bodies
-        if b["kind"] == "ServiceAccount"
-        and (b["metadata"]["name"], b["metadata"].get("namespace")) == (account_name, namespace)
-    )
+    serving = next((b for b in bodies if b["kind"] == "LeaderWorkerSet" and b["metadata"]["name"] == SERVING_LWS), None)
+    account = None
+    if serving is not None:
+        assert serving["metadata"]["namespace"] == namespace, "the serving LWS is not in the LocalQueue's namespace"
+        account_name = serving["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["serviceAccountName"]
+        account = next(
+            b
+            for b in bodies
+            if b["kind"] == "ServiceAccount"
+            and (b["metadata"]["name"], b["metadata"].get("namespace")) == (account_name, namespace)
+        )
     nodes = cp.stack_nodes(config)
     pools = config.pool_names()  # in cube order: one per sub-block
     node_cube = {
@@ -390,7 +405,8 @@ def env() -> Iterator[Env]:
     ):
         print(f"\ncontrollers up in {running.startup_seconds:.1f} s {running.timings}", file=sys.stderr)
         plane.apply(f"/api/v1/namespaces/{namespace}", namespace_body)
-        plane.apply(f"/api/v1/namespaces/{namespace}/serviceaccounts/{account_name}", account)
+        if account is not None:
+            plane.apply(f"/api/v1/namespaces/{namespace}/serviceaccounts/{account['metadata']['name']}", account)
         order = {kind: i for i, kind in enumerate(KUEUE_KINDS)}
         for body in sorted(kueue_objects, key=lambda b: order[b["kind"]]):
             plane.apply(_path(body), body)
@@ -425,9 +441,8 @@ def env() -> Iterator[Env]:
             {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes},
             running.startup_seconds,
             running,
-            _integers(serving),
+            _integers(serving) if serving is not None else None,
         )
-        print("\n" + _table(RESULTS), file=sys.stderr)
 
 
 def _path(body: Mapping[str, Any]) -> str:
@@ -522,6 +537,7 @@ def leader_worker_set(env: Env, name: str, level: str, shape: str, groups: int) 
     keeps the leader and its workers in one slice (tests/standins/slice_topology.py).
     """
     generation = env.config.tpu.generation
+    assert env.lws is not None, f"{env.config.name_prefix} renders no {SERVING_LWS} to make LWSs from"
     body = copy.deepcopy(env.lws)
     meta = body["metadata"]
     meta["name"], meta["namespace"] = name, env.namespace
