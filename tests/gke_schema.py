@@ -13,6 +13,8 @@ from typing import Any
 
 import jsonschema
 
+from plan import manifests
+
 _TARGET_REF = {
     "type": "object",
     "additionalProperties": False,
@@ -124,22 +126,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 KINDS = frozenset(SCHEMAS)
 
 
-def _integers(value: Any) -> Any:
-    """Pulumi passes numbers as floats; whole floats are the integers they stand for."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integers(v) for v in value]
-    return value
-
-
 def validate_gke(obj: Mapping[str, Any]) -> list[str]:
     schema = SCHEMAS.get(str(obj.get("kind")))
     if schema is None:
         return [f"kind: no structural schema for {obj.get('kind')!r}"]
-    data = _integers(dict(obj))
+    data = manifests.integral(dict(obj))  # Pulumi's whole floats, as written
     errors = [
         f"{'.'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
         for error in jsonschema.Draft7Validator(schema).iter_errors(data)

@@ -441,7 +441,7 @@ def oracle_env(stack: str, cubes: int | None) -> Iterator[Env]:
             {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes},
             running.startup_seconds,
             running,
-            _integers(serving) if serving is not None else None,
+            manifests.integral(serving) if serving is not None else None,
         )
 
 
@@ -514,18 +514,6 @@ def jobset(env: Env, name: str, level: str, shape: str, slices: int) -> dict[str
             ],
         },
     }
-
-
-def _integers(value: Any) -> Any:
-    """`value` with whole floats as ints: the plan's bodies come through Pulumi's JSON, which has
-    only floats, and the API server refuses 4.0 for an integer field."""
-    if isinstance(value, dict):
-        return {k: _integers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integers(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def leader_worker_set(env: Env, name: str, level: str, shape: str, groups: int) -> dict[str, Any]:
