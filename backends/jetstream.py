@@ -24,6 +24,7 @@ def deploy(base: Foundation) -> Served:
             namespace=serving.namespace,
             generation=base.generation,
             topology=serving.slice.topology,
+            machine_type=serving.slice.machine_type,
             slices=serving.slices,
             bucket=serving.model.weights_bucket,
             checkpoint_path=serving.model.path,

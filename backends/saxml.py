@@ -27,6 +27,7 @@ def deploy(base: Foundation) -> Served:
             google_account_id=names.sax_account,
             generation=base.generation,
             topology=serving.slice.topology,
+            machine_type=serving.slice.machine_type,
             slices=serving.slices,
             cell=serving.saxml.cell,
             model_key=serving.saxml.model_key,

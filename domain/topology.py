@@ -88,6 +88,9 @@ class Generation:
     # (model_service_main.py lists no v5p/v6e/TPU7x string) and Pathways' --instance_type prefix.
     saxml_chip: str | None = None
     pathways_type: str | None = None
+    # Shapes one VM could hold that GKE also builds from several VMs of the multi-host type
+    # (v6e: 2x4 on two ct6e-standard-4t, docs.cloud.google.com/tpu/docs/v6e "Supported configurations").
+    split_shapes: tuple[str, ...] = ()
 
     def machine_type(self, name: str) -> MachineType:
         for machine in self.machine_types:
@@ -129,20 +132,39 @@ class Generation:
                         found.add(Topology((a, b, c)))
         return sorted(found, key=lambda t: (t.chips, t.dims))
 
-    def host_machine(self, shape: Topology) -> MachineType:
-        """The machine type GKE uses for `shape`: one VM holding it, or 4-chip VMs."""
+    def host_machines(self, shape: Topology) -> tuple[MachineType, ...]:
+        """Every machine type GKE can build `shape` from, the default (`host_machine`) first."""
+        default = self._default_host(shape)
+        found = [default]
+        multi = self.machine_type(self.multi_host_machine_type)
+        if str(shape) in self.split_shapes and multi != default:
+            found.append(multi)
+        return tuple(found)
+
+    def host_machine(self, shape: Topology, machine: str | None = None) -> MachineType:
+        """The machine type a slice of `shape` runs on: `machine` when given (it must be one of
+        `host_machines`), else one VM holding the shape, else 4-chip VMs."""
+        if machine is None:
+            return self._default_host(shape)
+        hosts = self.host_machines(shape)
+        for host in hosts:
+            if host.name == machine:
+                return host
+        raise TopologyError(f"topology {shape} runs on {' or '.join(h.name for h in hosts)} VMs, not {machine}")
+
+    def _default_host(self, shape: Topology) -> MachineType:
         for machine in self.machine_types:
             if machine.chips_per_vm == shape.chips:
                 return machine
         return self.machine_type(self.multi_host_machine_type)
 
-    def vms(self, shape: Topology) -> int:
-        machine = self.host_machine(shape)
-        if shape.chips % machine.chips_per_vm:
+    def vms(self, shape: Topology, machine: str | None = None) -> int:
+        host = self.host_machine(shape, machine)
+        if shape.chips % host.chips_per_vm:
             raise TopologyError(
-                f"{shape} ({shape.chips} chips) does not split into {machine.name} VMs of {machine.chips_per_vm} chips"
+                f"{shape} ({shape.chips} chips) does not split into {host.name} VMs of {host.chips_per_vm} chips"
             )
-        return shape.chips // machine.chips_per_vm
+        return shape.chips // host.chips_per_vm
 
     def devices(self, shape: Topology) -> int:
         return shape.chips * self.devices_per_chip
@@ -239,6 +261,7 @@ CATALOG: dict[str, Generation] = {
         small_shapes=_TWO_D_SHAPES,
         max_chips=256,
         pathways_type="tpuv6e",
+        split_shapes=("2x4",),
     ),
     "v5e": Generation(
         name="v5e",

@@ -260,7 +260,7 @@ def fixed_slice_lines(result: PlanResult, config: StackConfig) -> list[str]:
     return [
         f"  backend {serving.backend.value}: {what}",
         f"  {serving.slices} x {shape} {generation.name} slices, "
-        f"{generation.vms(shape)} VMs and {shape.chips} chips each; "
+        f"{serving.slice.vms} {serving.slice.machine_type} VMs and {shape.chips} chips each; "
         f"{weights:.0f} GiB of weights use {weights / hbm:.0%} of {hbm:.0f} GiB HBM per slice",
         f"  endpoint: http://{shown}:{port} ({serving.http.type} load balancer)",
     ]

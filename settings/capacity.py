@@ -69,12 +69,7 @@ def node_pools(config: StackConfig) -> NodePools:
     # Saxml / JetStream: one node pool per multi-host slice of a fixed topology.
     serving = config.serving
     generation = serving.slice.generation
-    return NodePools(
-        generation,
-        generation.machine_type(serving.slice.machine_type),
-        serving.slices,
-        generation.vms(serving.slice.shape),
-    )
+    return NodePools(generation, serving.slice.machine, serving.slices, serving.slice.vms)
 
 
 def capacity(config: StackConfig) -> Capacity:
@@ -85,6 +80,7 @@ def capacity(config: StackConfig) -> Capacity:
             config.tpu.cubes,
             "cube",
         )
+        vms_per_pool = config.tpu.vms_per_cube
     else:
         generation, shape, pools, unit = (
             config.serving.slice.generation,
@@ -92,13 +88,14 @@ def capacity(config: StackConfig) -> Capacity:
             config.serving.slices,
             "slice",
         )
+        vms_per_pool = config.serving.slice.vms
     chips = pools * shape.chips
     return Capacity(
         generation=generation.name,
         unit=unit,
         pools=pools,
         pool_topology=str(shape),
-        vms=pools * generation.vms(shape),
+        vms=pools * vms_per_pool,
         chips=chips,
         devices=chips * generation.devices_per_chip,
         hbm_gib=chips * generation.hbm_gib_per_chip,
@@ -106,7 +103,16 @@ def capacity(config: StackConfig) -> Capacity:
     )
 
 
-def _workload(config: StackConfig, *, name: str, kind: str, priority: str, shape_text: str, slices: int) -> Workload:
+def _workload(
+    config: StackConfig,
+    *,
+    name: str,
+    kind: str,
+    priority: str,
+    shape_text: str,
+    slices: int,
+    machine: str | None = None,
+) -> Workload:
     generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
     shape = topology.Topology.parse(shape_text)
     return Workload(
@@ -116,7 +122,7 @@ def _workload(config: StackConfig, *, name: str, kind: str, priority: str, shape
         shape=shape_text,
         slices=slices,
         chips_per_slice=shape.chips,
-        vms_per_slice=generation.vms(shape),
+        vms_per_slice=generation.vms(shape, machine),
         hbm_gib_per_slice=shape.chips * generation.hbm_gib_per_chip,
     )
 
@@ -153,6 +159,7 @@ def workloads(config: StackConfig) -> list[Workload]:
                 priority="-",
                 shape_text=config.serving.slice.topology,
                 slices=config.serving.slices,
+                machine=config.serving.slice.machine_type,
             )
         )
     if backend is Backend.VLLM_PD:

@@ -28,7 +28,7 @@ from pydantic.alias_generators import to_camel
 from domain import inference_releases, saxml_servables, topology, tpu_zones
 from domain.gke_versions import version_key as gke_version_key
 from domain.serving_budget import BUDGET
-from domain.topology import Generation, Topology
+from domain.topology import Generation, MachineType, Topology
 from settings import exposure, machines, pins, storage_names
 from settings.base import Shape, StrictModel
 from settings.naming import Names
@@ -563,13 +563,15 @@ class SliceConfig(StrictModel):
                     "use serving.backend vllm-pd (or none) with the tpu block"
                 )
             shape = generation.allowed_shape(self.topology)
-            host = generation.host_machine(shape)
+            hosts = generation.host_machines(shape)
         except topology.TopologyError as err:
             raise ValueError(str(err)) from None
-        if host.name != self.machine_type:
+        if self.machine_type not in (host.name for host in hosts):
+            plain = " or ".join(host.name for host in hosts)
+            quoted = " or ".join(repr(host.name) for host in hosts)
             raise ValueError(
-                f"topology {self.topology} runs on {host.name} VMs, not {self.machine_type}: "
-                f"set machineType {host.name!r} or pick a topology of {self.machine_type}"
+                f"topology {self.topology} runs on {plain} VMs, not {self.machine_type}: "
+                f"set machineType {quoted} or pick a topology of {self.machine_type}"
             )
         return self
 
@@ -580,6 +582,15 @@ class SliceConfig(StrictModel):
     @property
     def shape(self) -> Topology:
         return Topology.parse(self.topology)
+
+    @property
+    def machine(self) -> MachineType:
+        return self.generation.host_machine(self.shape, self.machine_type)
+
+    @property
+    def vms(self) -> int:
+        """VMs per slice: the shape on this machine type (a v6e 2x4 is one VM or two)."""
+        return self.generation.vms(self.shape, self.machine_type)
 
 
 # The widest block an external, unauthenticated service may be opened to: one rule with the policy pack.
@@ -883,8 +894,7 @@ class StackConfig(StrictModel):
         if self.serving.dynamic_slicing:
             tpu_nodes, what = self.tpu.cubes * self.tpu.vms_per_cube, f"tpu.cubes {self.tpu.cubes}"
         else:
-            shape = self.serving.slice.shape
-            tpu_nodes = self.serving.slices * self.serving.slice.generation.vms(shape)
+            tpu_nodes = self.serving.slices * self.serving.slice.vms
             what = f"serving.slices {self.serving.slices}"
         nodes = tpu_nodes + self.cluster.system_nodes_per_zone * REGION_ZONES
         pod_range = self.network.pod_cidr
@@ -957,7 +967,7 @@ class StackConfig(StrictModel):
                 f"serving.slice.machineType {serving.slice.machine_type}: Saxml has no chip name for {generation.name} "
                 "(its model servers know tpuv5e); use a v5e slice or serving.backend jetstream"
             )
-        multi_host = generation.vms(serving.slice.shape) > 1
+        multi_host = serving.slice.vms > 1
         if serving.backend is Backend.JETSTREAM and multi_host and generation.pathways_type is None:
             raise ValueError(
                 f"serving.slice {serving.slice.topology} on {generation.name} spans several VMs, and Pathways "

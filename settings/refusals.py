@@ -39,6 +39,7 @@ from settings.model import (
     NetworkConfig,
     Priorities,
     ReservationConfig,
+    SliceConfig,
     StackConfig,
     StrictModel,
     TpuConfig,
@@ -683,6 +684,14 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         {"serving": {"smokeTest": {"runId": "Run_1"}}},
         "serving.smokeTest.runId",
         "1 to 32 lowercase letters, digits and '-'",
+    ),
+    RefusedClass(
+        "slice shape on a machine type that cannot build it",
+        SliceConfig._shape,
+        {"serving": {"slice": {"machineType": "ct5lp-hightpu-8t", "topology": "4x8"}}},
+        "serving.slice",
+        "set machineType 'ct5lp-hightpu-4t'",
+        stack="jetstream-v5e",
     ),
     RefusedClass(
         "Saxml on a generation it has no chip name for",

@@ -358,14 +358,14 @@ def tpu_nodes(config: StackConfig) -> list[dict[str, Any]]:
     else:
         generation, shape = config.serving.slice.generation, config.serving.slice.shape
         machine = config.serving.slice.machine_type
-    vm = generation.machine_type(machine)
+    vm = generation.host_machine(shape, machine)
     capacity = {"cpu": str(vm.vcpus), "memory": f"{vm.memory_gib}Gi", TPU_RESOURCE: str(vm.chips_per_vm)}
     reservation = config.reservation
     nodes = []
     for pool, path in zip(config.pool_names(), config.pool_paths(), strict=True):
         block = (reservation.block if reservation else None) or "block-0"
         sub_block = path.rsplit("/", 1)[-1] if path and "reservationSubBlocks/" in path else f"{pool}-sub-block"
-        for host in range(generation.vms(shape)):
+        for host in range(generation.vms(shape, machine)):
             name = f"gke-{names.cluster}-{pool}-{host:02d}"
             labels = _location_labels(config, config.zone, machine, pool)
             labels |= {

@@ -78,6 +78,24 @@ def test_no_dynamic_slicing_objects(request: pytest.FixtureRequest, fixture: str
     assert plan.of_type("kubernetes:inference.networking.k8s.io/v1:InferencePool") == []
 
 
+@pytest.mark.parametrize(("machine", "vms"), [("ct6e-standard-8t", 1), ("ct6e-standard-4t", 2)])
+def test_a_v6e_2x4_slice_is_one_vm_or_two(machine: str, vms: int) -> None:
+    # GKE builds a v6e 2x4 from one 8-chip VM or two 4-chip VMs (docs.cloud.google.com/tpu/docs/v6e):
+    # the pool's node count and the serving group follow the machine type, not the shape alone.
+    slice_ = {"machineType": machine, "topology": "2x4"}
+    plan = run("jetstream-v5e", {"zone": "us-east5-b", "serving": {**_serving("jetstream-v5e"), "slice": slice_}})
+    for pool in slice_pools(plan):
+        assert (pool.get("nodeConfig.machineType"), pool.get("nodeCount")) == (machine, vms)
+        assert pool.get("placementPolicy") == {"type": "COMPACT", "tpuTopology": "2x4"}
+    if vms == 1:
+        assert plan.of_type(LWS) == []
+        return
+    template = plan.one(LWS).inputs["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 1 + vms  # the Pathways leader and one worker per VM
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"]["google.com/tpu"] == "4"
+
+
 def test_reserved_slices_bind_the_reservation() -> None:
     plan = run("saxml-v5e", {"reservation": {"name": "v5e-resv", "project": "resv-project"}})
     for pool in slice_pools(plan):

@@ -31,6 +31,7 @@ SINGLE = JetstreamArgs(
     namespace="jetstream",
     generation=CATALOG["v5e"],
     topology="2x4",
+    machine_type="ct5lp-hightpu-8t",
     slices=2,
     bucket="weights",
     checkpoint_path=CHECKPOINT,
@@ -54,17 +55,22 @@ class Slice(NamedTuple):
     instance_type: str
     devices: int
     chips_per_vm: int
+    machine: str | None = None  # None: the generation's default machine for the shape
 
 
 MULTI_HOST = [
     Slice("v5e", "4x8", size=9, instance_type="tpuv5e:4x8", devices=32, chips_per_vm=4),
     Slice("v6e", "4x4", size=5, instance_type="tpuv6e:4x4", devices=16, chips_per_vm=4),
+    # One VM could hold a v6e 2x4, but GKE also builds it from two 4-chip VMs (tpu/docs/v6e).
+    Slice("v6e", "2x4", size=3, instance_type="tpuv6e:2x4", devices=8, chips_per_vm=4, machine="ct6e-standard-4t"),
 ]
-SHAPES = [(case.generation, case.topology) for case in MULTI_HOST]
+SHAPES = [(case.generation, case.topology) for case in MULTI_HOST if case.machine is None]
 
 
-def multi(generation: str, topology: str, **changes: Any) -> JetstreamArgs:
-    return replace(SINGLE, generation=CATALOG[generation], topology=topology, **changes)
+def multi(generation: str, topology: str, machine: str | None = None, **changes: Any) -> JetstreamArgs:
+    catalog = CATALOG[generation]
+    machine = machine or catalog.host_machine(Topology.parse(topology)).name
+    return replace(SINGLE, generation=catalog, topology=topology, machine_type=machine, **changes)
 
 
 def containers(pod_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -184,10 +190,10 @@ def test_invalid_topology_is_rejected() -> None:
 # --- multi host (reference §5.3c) ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", MULTI_HOST, ids=lambda case: f"{case.generation}-{case.topology}")
+@pytest.mark.parametrize("case", MULTI_HOST, ids=lambda case: f"{case.generation}-{case.topology}-{case.machine}")
 def test_multi_host_leaderworkerset(case: Slice) -> None:
     generation, topology = case.generation, case.topology
-    args = multi(generation, topology, slices=3)
+    args = multi(generation, topology, case.machine, slices=3)
     assert jetstream.is_multi_host(args)
     with pytest.raises(ValueError, match="several VMs"):
         jetstream.deployment_body(args)

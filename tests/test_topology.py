@@ -62,6 +62,43 @@ def test_v5e_hosts(shape: str, vms: int, machine: str) -> None:
     assert V5E.host_machine(parsed).name == machine
 
 
+V6E = CATALOG["v6e"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "machine", "vms"),
+    [
+        ("2x4", "ct6e-standard-8t", 1),  # one VM holds it: the default
+        ("2x4", "ct6e-standard-4t", 2),  # or two 4-chip VMs (docs.cloud.google.com/tpu/docs/v6e)
+        ("4x4", "ct6e-standard-4t", 4),
+    ],
+)
+def test_v6e_2x4_is_one_vm_or_two(shape: str, machine: str, vms: int) -> None:
+    parsed = V6E.allowed_shape(shape)
+    assert V6E.vms(parsed, machine) == vms
+    assert V6E.host_machine(parsed, machine).name == machine
+
+
+@pytest.mark.parametrize(
+    ("generation", "shape", "machine"),
+    [("v6e", "4x4", "ct6e-standard-8t"), ("v5e", "2x4", "ct5lp-hightpu-4t"), ("v6e", "2x2", "ct6e-standard-1t")],
+)
+def test_a_machine_that_cannot_build_the_shape_is_named(generation: str, shape: str, machine: str) -> None:
+    catalog = CATALOG[generation]
+    with pytest.raises(TopologyError, match=f"runs on .* VMs, not {machine}"):
+        catalog.vms(catalog.allowed_shape(shape), machine)
+
+
+@given(st.sampled_from(sorted(CATALOG)), st.data())
+def test_every_host_machine_splits_the_shape_into_whole_vms(name: str, data: st.DataObject) -> None:
+    generation = CATALOG[name]
+    shape = data.draw(st.sampled_from(generation.shapes()[:40]))
+    hosts = generation.host_machines(shape)
+    assert hosts[0] == generation.host_machine(shape)
+    for host in hosts:
+        assert generation.vms(shape, host.name) * host.chips_per_vm == shape.chips
+
+
 @pytest.mark.parametrize("shape", ["4x4x6", "8x4x4", "3x3x3", "4x4", "2x2x3", "148x148x148"])
 def test_tpu7x_rejects_shapes_outside_the_rule(shape: str) -> None:
     with pytest.raises(TopologyError):

@@ -358,6 +358,13 @@ ACCEPTED: list[tuple[str, str, Mapping[str, Any], str]] = [
     ),
     ("a TPU7x stack in its other zone", "dev", {"zone": "us-central1-c", "region": None}, ""),
     ("a tensor parallelism that divides the heads", "dev", {"serving": {"vllm": {"tensorParallelSize": 16}}}, ""),
+    # Refused once (issue 25): GKE builds a v6e 2x4 from two 4-chip VMs as well as one 8-chip VM.
+    (
+        "a v6e 2x4 slice on two 4-chip VMs",
+        "jetstream-v5e",
+        {"zone": "us-east5-b", "serving": {"slice": {"machineType": "ct6e-standard-4t", "topology": "2x4"}}},
+        "",
+    ),
 ]
 
 

@@ -102,6 +102,7 @@ class JetstreamArgs:
     namespace: str
     generation: Generation
     topology: str  # slice shape, e.g. "2x4" (one v5e 8-chip VM) or "4x8" (eight 4-chip VMs)
+    machine_type: str  # the node pool's: a v6e 2x4 is one ct6e-standard-8t VM or two ct6e-standard-4t
     slices: int  # replicas: each one a whole slice
     bucket: str  # weights bucket
     checkpoint_path: str  # object path of the MaxText unscanned checkpoint items inside the bucket
@@ -128,7 +129,7 @@ def slice_shape(args: JetstreamArgs) -> Topology:
 
 
 def is_multi_host(args: JetstreamArgs) -> bool:
-    return args.generation.vms(slice_shape(args)) > 1
+    return args.generation.vms(slice_shape(args), args.machine_type) > 1
 
 
 def server_labels() -> dict[str, str]:
@@ -284,9 +285,9 @@ def service_account_body(args: JetstreamArgs) -> dict[str, Any]:
 def deployment_body(args: JetstreamArgs) -> dict[str, Any]:
     """Single-host serving (reference §5.3a): one pod per slice, holding every chip of its VM."""
     shape = slice_shape(args)
-    if args.generation.vms(shape) != 1:
+    if args.generation.vms(shape, args.machine_type) != 1:
         raise ValueError(f"{args.generation.name} {shape} spans several VMs: serve it with lws_body")
-    chips = args.generation.host_machine(shape).chips_per_vm
+    chips = args.generation.host_machine(shape, args.machine_type).chips_per_vm
     engine = {
         "name": "maxengine-server",
         "image": _image(args, "maxengine"),
@@ -372,10 +373,10 @@ def _worker_container(args: JetstreamArgs, chips: int) -> dict[str, Any]:
 def lws_body(args: JetstreamArgs) -> dict[str, Any]:
     """Multi-host serving (reference §5.3c): one LWS group per slice, a leader plus one worker per VM."""
     shape = slice_shape(args)
-    vms = args.generation.vms(shape)
+    vms = args.generation.vms(shape, args.machine_type)
     if vms == 1:
         raise ValueError(f"{args.generation.name} {shape} is a single VM: serve it with deployment_body")
-    chips = args.generation.host_machine(shape).chips_per_vm
+    chips = args.generation.host_machine(shape, args.machine_type).chips_per_vm
     annotations = {
         # One group per node pool, that is per slice, and no two groups in one slice.
         "leaderworkerset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool",

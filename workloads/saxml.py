@@ -51,6 +51,7 @@ class SaxmlArgs:
     google_account_id: str
     generation: Generation
     topology: str
+    machine_type: str  # the node pool's: with the shape it fixes the VMs (pods) per slice
     slices: int
     cell: str
     model_key: str
@@ -116,8 +117,8 @@ def sax_root(bucket: str) -> str:
 
 def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
     shape = Topology.parse(args.topology)
-    pods = args.generation.vms(shape)
-    chips = args.generation.host_machine(shape).chips_per_vm
+    pods = args.generation.vms(shape, args.machine_type)
+    chips = args.generation.host_machine(shape, args.machine_type).chips_per_vm
     chip = args.generation.saxml_chip
     if chip is None:  # the configuration refuses these generations for Saxml
         raise ValueError(f"Saxml has no --platform_chip for {args.generation.name}")
