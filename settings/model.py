@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from domain import inference_releases, saxml_servables, topology, tpu_zones
+from domain import inference_releases, maxtext_models, saxml_servables, topology, tpu_zones
 from domain.gke_versions import version_key as gke_version_key
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, MachineType, Topology
@@ -995,6 +995,47 @@ class StackConfig(StrictModel):
             )
         if serving.backend is Backend.SAXML:  # after the size: a model that cannot fit is the first thing to say
             self._check_servable(generation)
+        if serving.backend is Backend.JETSTREAM:
+            self._check_maxtext(generation)
+
+    def _check_maxtext(self, generation: topology.Generation) -> None:
+        """The MaxText model name and the KV cache MaxEngine allocates at start-up (domain/maxtext_models.py)."""
+        jet, slice_, image = self.serving.jetstream, self.serving.slice, self.versions.jetstream_maxengine_image
+        models = maxtext_models.models_for(image)
+        if models is None:  # a tag the table does not know: its MaxText revision cannot be read here
+            return
+        engine = image.rsplit("/", 1)[-1]
+        model = models.get(jet.maxtext_model)
+        if model is None:
+            raise ValueError(
+                f"serving.jetstream.maxtextModel {jet.maxtext_model!r} is not a model {engine} knows: MaxText's "
+                f"validate_model_name refuses it when every server starts; allowed: {', '.join(sorted(models))}"
+            )
+        devices = generation.devices(slice_.shape)
+        per_sequence = jet.max_target_length * model.kv_bytes_per_token()
+        kv = maxtext_models.kv_cache_bytes(
+            model,
+            per_device_batch_size=jet.per_device_batch_size,
+            devices=devices,
+            max_target_length=jet.max_target_length,
+        )
+        weights, hbm = self.serving.model.weights_bytes, generation.hbm_bytes(slice_.shape)
+        if weights + kv <= hbm:
+            return
+        largest = (hbm - weights) // (devices * per_sequence)
+        allowed = (
+            f"perDeviceBatchSize at most {largest} with maxTargetLength {jet.max_target_length}"
+            if largest >= 1
+            else "a shorter maxTargetLength or a larger slice"
+        )
+        gib = topology.GIB
+        raise ValueError(
+            f"serving.jetstream.perDeviceBatchSize {jet.per_device_batch_size}: MaxEngine allocates the KV cache "
+            f"of the whole batch when it starts, {jet.per_device_batch_size} x {devices} devices x "
+            f"{jet.max_target_length} tokens x {model.kv_bytes_per_token() // 1024} KiB per token of "
+            f"{jet.maxtext_model} = {kv / gib:.0f} GiB, beside {weights / gib:.0f} GiB of weights: more than the "
+            f"{hbm / gib:.0f} GiB HBM of serving.slice.topology {slice_.topology}; allowed: {allowed}"
+        )
 
     def _check_servable(self, generation: topology.Generation) -> None:
         saxml, slice_ = self.serving.saxml, self.serving.slice

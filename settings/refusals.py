@@ -694,6 +694,22 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         stack="jetstream-v5e",
     ),
     RefusedClass(
+        "MaxText model name the engine image does not know",
+        StackConfig._check_maxtext,
+        {"serving": {"jetstream": {"maxtextModel": "llama-2-70b"}}},
+        "serving.jetstream.maxtextModel",
+        "llama2-70b, llama2-7b",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
+        "MaxText KV cache larger than the slice's HBM at start-up",
+        StackConfig._check_maxtext,
+        {"serving": {"jetstream": {"perDeviceBatchSize": 64}}},
+        "serving.jetstream.perDeviceBatchSize",
+        "perDeviceBatchSize at most 19",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
         "Saxml on a generation it has no chip name for",
         StackConfig._check_backend_platform,
         {"zone": "us-east5-b", "serving": {"slice": {"machineType": "ct6e-standard-4t", "topology": "4x4"}}},
