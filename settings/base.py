@@ -19,6 +19,15 @@ def _shape(value: str) -> str:
 Shape = Annotated[str, AfterValidator(_shape)]
 
 
+class ProblemsError(ValueError):
+    """Several independent problems of one validator, each a message that names its own key;
+    pydantic keeps the exception in the error's context, and the loader lists each one."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
 class StrictModel(BaseModel):
     """Base of every config block: camelCase keys, no unknown keys, immutable."""
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from settings import credentials
+from settings.base import ProblemsError
 from settings.model import StackConfig
 
 NAMESPACE = "tpu-slicing"
@@ -46,8 +47,10 @@ def _problems(err: ValidationError) -> list[str]:
         if item["type"] == "missing":
             message = "is required"
         elif not item["loc"]:
-            # Cross-field rules name their own keys at the start of the message.
-            problems.append(f"{NAMESPACE}:{message}")
+            # Cross-field rules name their own keys at the start of the message, each rule one problem.
+            error = (item.get("ctx") or {}).get("error")
+            found = error.problems if isinstance(error, ProblemsError) else [message]
+            problems += [f"{NAMESPACE}:{one}" for one in found]
             continue
         elif item["type"] != "value_error" and not isinstance(item.get("input"), dict | list):
             shown = "[secret]" if any(k in key for k in SECRET_KEYS) else repr(item.get("input"))

@@ -30,7 +30,7 @@ from domain.gke_versions import version_key as gke_version_key
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, MachineType, Topology
 from settings import exposure, machines, pins, storage_names
-from settings.base import Shape, StrictModel
+from settings.base import ProblemsError, Shape, StrictModel
 from settings.naming import Names
 from settings.serving_model import ModelConfig
 from settings.vllm import RoleConfig, VllmConfig, check_engine, check_tensor_parallel
@@ -815,19 +815,35 @@ class StackConfig(StrictModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> StackConfig:
-        # Each rule raises with the key, the bad value and what is allowed.
-        self._check_region()
-        self._check_backend_platform()
-        self._check_serving_model()
-        self._check_names()
-        self._check_sub_blocks()
-        self._check_versions_for_features()
-        self._check_slices()
-        self._check_network_capacity()
-        self._check_topology_levels()
-        self._check_system_machine()
-        self._check_upgrade_policy()
-        self._check_alerts()
+        # Each rule raises with the key, the bad value and what is allowed; every rule runs, so a
+        # stack file with several problems hears of them all at once.
+        rules = (
+            self._check_region,
+            self._check_backend_platform,
+            self._check_slice_model,
+            self._check_serving_model,
+            self._check_names,
+            self._check_sub_blocks,
+            self._check_versions_for_features,
+            self._check_slices,
+            self._check_network_capacity,
+            self._check_topology_levels,
+            self._check_system_machine,
+            self._check_upgrade_policy,
+            self._check_alerts,
+        )
+        problems: list[str] = []
+        for rule in rules:
+            try:
+                rule()
+            except ValueError as err:
+                problems += err.problems if isinstance(err, ProblemsError) else [str(err)]
+            except Exception:
+                # A later rule may rest on what an earlier one refused; that problem is already said.
+                if not problems:
+                    raise
+        if problems:
+            raise ProblemsError(problems)
         return self
 
     def _check_upgrade_policy(self) -> None:
@@ -978,6 +994,13 @@ class StackConfig(StrictModel):
                 f"namePrefix {self.name_prefix!r} is too short: the Saxml service account id "
                 f"{self.names.sax_account!r} needs 6 to 30 characters"
             )
+
+    def _check_slice_model(self) -> None:
+        """Saxml and JetStream: the model on one slice (its HBM, the servable's mesh, MaxText's cache)."""
+        serving = self.serving
+        if serving.dynamic_slicing:
+            return
+        generation = serving.slice.generation
         model = serving.model
         needed = model.weights_bytes / (1.0 - model.kv_cache_headroom)
         hbm = generation.hbm_bytes(serving.slice.shape)

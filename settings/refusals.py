@@ -548,7 +548,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "model larger than a serving slice",
-        StackConfig._check_backend_platform,
+        StackConfig._check_slice_model,
         {"serving": {"model": {"parametersBillions": 300}}},
         "serving.slice.topology",
         "the smallest v5e topology that fits",

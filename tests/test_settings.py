@@ -341,6 +341,21 @@ def test_all_problems_name_the_stack_namespace() -> None:
     assert all(p.startswith(("tpu-slicing:", "gcp:")) for p in caught.value.problems)
 
 
+def test_independent_cross_field_problems_are_all_reported_at_once() -> None:
+    # Three rules of three kinds: the upgrade policy, the alerts and the HBM of a prefill slice.
+    overrides = {
+        "cluster": {"maintenanceExclusion": None, "allowTpuNodeUpgrades": False},
+        "observability": {"alerts": {"enabled": True, "notificationChannels": []}},
+        "serving": {"vllm": {"tensorParallelSize": 1}},
+    }
+    with pytest.raises(ConfigError) as caught:
+        config_with(overrides)
+    problems = caught.value.problems
+    assert any(p.startswith("tpu-slicing:cluster.maintenanceExclusion") for p in problems), problems
+    assert any(p.startswith("tpu-slicing:observability.alerts") for p in problems), problems
+    assert any("tensorParallelSize" in p for p in problems), problems
+
+
 def test_engine_reads_secure_values_as_secret_placeholders(tmp_path: Any) -> None:
     stack = tmp_path / "Pulumi.t.yaml"
     stack.write_text("config:\n  tpu-slicing:hfToken:\n    secure: AAABAO==\n  tpu-slicing:zone: us-central1-ai1a\n")
