@@ -13,7 +13,7 @@ export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
 
-.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane gcpdata policy-venv real-preview
+.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ engine:
 ## controlplane: build the local control plane's etcd, kube-apiserver, -controller-manager, -scheduler and kwok (cached outside the repo)
 controlplane:
 	bash tools/controlplane/build.sh
+
+## crds: lay out the upstream CRDs the tests use from each component's Go module (pins and sha256: tools/crds/pins.tsv), outside the repo
+crds:
+	bash tools/crds/fetch.sh
 
 ## gcpdata: download Google's API discovery documents (google.golang.org/api, pin: tools/gcpdata/go.mod) into the Go module cache: test data for the GCP stand-in
 gcpdata:
@@ -81,11 +85,11 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev engine controlplane gcpdata policy/venv/.ready
+unit: $(VENV)/.dev engine controlplane crds gcpdata policy/venv/.ready
 	$(PY) -m pytest -n auto --dist loadgroup
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
-bench: $(VENV)/.dev engine controlplane policy/venv/.ready
+bench: $(VENV)/.dev engine controlplane crds policy/venv/.ready
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_engine.py
 

@@ -38,10 +38,10 @@ from typing import Any
 import yaml
 
 from tests import control_plane as cp
+from tests.crd_schema import crd_cache, crd_root
 from tests.standins import slice_admission
 
 CONTROLLERS = ("kueue", "jobset", "lws")
-CRDS_ENV = "TPU_SLICING_CRDS"
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACES = {"kueue": "kueue-system", "jobset": "jobset-system", "lws": "lws-system"}
 # The config APIs of each release (cmd/.../main.go --config; apis/config in each module).
@@ -74,12 +74,11 @@ def share_dir() -> Path:
 
 
 def crds_root() -> Path:
-    configured = os.environ.get(CRDS_ENV, "").strip()
-    return Path(configured) if configured else ROOT.parent / "shared" / "crds"
+    return crd_root() or crd_cache()  # `make crds`; the missing files are named by missing()
 
 
 def missing() -> list[str]:
-    """What `make controlplane` (or ../shared/crds) has not provided; empty when everything is there."""
+    """What `make controlplane` and `make crds` have not provided; empty when everything is there."""
     found = [name for name in CONTROLLERS if not os.access(cp.cache_dir() / "bin" / name, os.X_OK)]
     found += [
         f"share/{name}/webhooks.yaml" for name in CONTROLLERS if not (share_dir() / name / "webhooks.yaml").is_file()

@@ -46,11 +46,13 @@ __all__ = [
     "CrdRegistry",
     "CrdVersion",
     "UnevaluatedRule",
+    "crd_cache",
     "crd_root",
     "validate_core",
 ]
 
 CRD_ROOT_ENV = "TPU_SLICING_CRDS"
+CRD_CACHE_ENV = "TPU_SLICING_CRD_CACHE"  # where `make crds` puts them
 # kubernetes-validate 1.37.0 ships schemas for 1.25 ... 1.37; 1.36 is the newest
 # release that is not newer than the clusters we target (<= 1.36).
 DEFAULT_K8S_VERSION = "1.36.0"
@@ -60,16 +62,18 @@ JsonPath = tuple[str | int, ...]
 
 
 def crd_root() -> Path | None:
-    """Directory holding ``<component>/<version>/*.yaml`` CRDs, or None if absent."""
+    """Directory holding ``<component>/<version>/*.yaml`` CRDs, or None if absent.
+
+    `make crds` (tools/crds/fetch.sh) lays them out from each component's Go module at the pinned
+    version, outside the repository; TPU_SLICING_CRDS names another folder of the same layout."""
     configured = os.environ.get(CRD_ROOT_ENV, "").strip()
-    if configured:
-        root = Path(configured)
-    else:
-        # abspath, not resolve(): CI clones the repo next to shared/, and a
-        # symlinked checkout must still find its sibling.
-        repo_root = Path(os.path.abspath(__file__)).parents[1]
-        root = repo_root.parent / "shared" / "crds"
+    root = Path(configured) if configured else crd_cache()
     return root if root.is_dir() else None
+
+
+def crd_cache() -> Path:
+    configured = os.environ.get(CRD_CACHE_ENV, "").strip()
+    return Path(configured) if configured else Path.home() / ".cache" / "tpu-slicing" / "crds"
 
 
 class CrdLoadError(RuntimeError):

@@ -8,8 +8,8 @@ are applied as they are. Each scenario then submits JobSets shaped like the prog
 and LeaderWorkerSets made from the program's rendered serving LWS, one by one, waiting for Kueue to
 settle after each, records which Kueue admits, which wait and which it preempted, and on which cubes,
 and compares that with `admission.predict` for the same requests. Kueue makes one Workload per LWS
-group and orders a group's Workloads by UID, so an LWS is judged by its groups' verdicts as a
-multiset (how many run, how many were preempted), not group by group.
+group and orders a group's Workloads by UID, so an LWS is judged by what does not depend on which
+group is which: how many of its groups run and how many preemptions they took in all.
 
 The JobSets carry what the program's slicing checks carry (queue and priority labels, the
 `cloud.google.com/gke-tpu-slice-topology` pod annotation, the TPU node selector, toleration and one
@@ -25,6 +25,7 @@ Kueue's ClusterQueue admits a JobSet as one Workload, all or nothing, as the mod
 from __future__ import annotations
 
 import calendar
+import collections
 import contextlib
 import copy
 import json
@@ -258,6 +259,7 @@ RANDOM_SCENARIOS = int(os.environ.get("TPU_SLICING_ORACLE_RANDOM", "30"))
 RANDOM_SEED_ENV = "TPU_SLICING_ORACLE_SEED"  # the run's seed, to replay a run: the failure message names it
 REGRESSION_SEEDS: tuple[int, ...] = (
     2125511358,  # two identical high super-slices that wait: Kueue parks the second without a condition
+    2473901585,  # an LWS group re-admitted after a preemption: Kueue picks the group by UID
 )
 # (shape, most slices): sub-slices of every size and super-slices of 2 to 4 cubes, on CUBES cubes.
 RANDOM_SHAPES = (
@@ -550,6 +552,7 @@ def leader_worker_set(env: Env, name: str, level: str, shape: str, groups: int) 
 class Observed:
     state: str  # "admitted" | "pending"
     preempted: bool
+    evictions: int  # how many times Kueue preempted it
     cubes: tuple[int, ...]
     hosts: tuple[str, ...]
 
@@ -588,8 +591,14 @@ def _workloads(env: Env) -> dict[str, dict[str, Any]]:
 
 
 def _was_preempted(workload: Mapping[str, Any]) -> bool:
+    return _preemptions(workload) > 0 or _condition(workload, "Preempted") == "True"
+
+
+def _preemptions(workload: Mapping[str, Any]) -> int:
+    """How often Kueue preempted it: status.schedulingStats.evictions counts per reason
+    (kueue@v0.19.2 apis/kueue/v1beta2/workload_types.go WorkloadSchedulingStatsEviction)."""
     evictions = (workload.get("status", {}).get("schedulingStats") or {}).get("evictions") or []
-    return any(e.get("reason") == "Preempted" for e in evictions) or _condition(workload, "Preempted") == "True"
+    return sum(int(e.get("count") or 0) for e in evictions if e.get("reason") == "Preempted")
 
 
 def _snapshot(
@@ -663,7 +672,9 @@ def _observe(env: Env, names: Sequence[str]) -> dict[str, Observed]:
         admitted = _condition(workload, "Admitted") == "True"
         hosts = tuple(sorted(_hosts(workload))) if admitted else ()
         cubes = tuple(sorted({env.node_cube[h] for h in hosts}))
-        observed[name] = Observed("admitted" if admitted else "pending", _was_preempted(workload), cubes, hosts)
+        state = "admitted" if admitted else "pending"
+        preemptions = max(_preemptions(workload), 1 if _was_preempted(workload) else 0)
+        observed[name] = Observed(state, preemptions > 0, preemptions, cubes, hosts)
     return observed
 
 
@@ -735,23 +746,35 @@ def run_model(env: Env, scenario: Scenario) -> admission.Prediction:
     return _predict(env.config, scenario)
 
 
-def _by_workload(scenario: Scenario, verdicts: Mapping[str, str]) -> dict[str, str]:
-    """One verdict per JobSet, and per LWS its groups' verdicts sorted: which group index Kueue runs
-    depends on the Workloads' UIDs (domain/admission.py A1), how many of them do not."""
-    found: dict[str, list[str]] = {}
+def _by_workload(scenario: Scenario, verdicts: Mapping[str, tuple[str, int]]) -> dict[str, str]:
+    """One verdict per JobSet: its state, starred if it was ever preempted. Per LWS: its groups'
+    states sorted and how many preemptions its groups took in all. Kueue queues and preempts a
+    group's Workloads by UID (domain/admission.py A1): which group runs, and which group a later
+    preemption or re-admission falls on, is a coin toss; the groups are alike, so how many run and
+    how many preemptions they took is not."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    kinds: dict[str, bool] = {}
     for name, _, _, _, lws in scenario.requests():
         found.setdefault(lws or name, []).append(verdicts[name])
-    return {name: " ".join(sorted(seen)) for name, seen in found.items()}
+        kinds[lws or name] = bool(lws)
+    shown = {}
+    for name, seen in found.items():
+        if kinds[name]:
+            shown[name] = " ".join(sorted(s for s, _ in seen)) + f" ({sum(n for _, n in seen)} preempted)"
+        else:
+            state, count = seen[0]
+            shown[name] = state + ("*" if count else "")
+    return shown
 
 
 def model_verdicts(scenario: Scenario, prediction: admission.Prediction) -> dict[str, str]:
-    preempted = {e.workload for e in prediction.events if e.action == "preempted"}
-    each = {r.name: prediction.final[r.name] + ("*" if r.name in preempted else "") for r in prediction.requests}
+    preempted = collections.Counter(e.workload for e in prediction.events if e.action == "preempted")
+    each = {r.name: (prediction.final[r.name], preempted[r.name]) for r in prediction.requests}
     return _by_workload(scenario, each)
 
 
 def kueue_verdicts(scenario: Scenario, observed: Mapping[str, Observed]) -> dict[str, str]:
-    return _by_workload(scenario, {name: o.state + ("*" if o.preempted else "") for name, o in observed.items()})
+    return _by_workload(scenario, {name: (o.state, o.evictions) for name, o in observed.items()})
 
 
 def _check_shapes(env: Env, scenario: Scenario, observed: Mapping[str, Observed]) -> None:
@@ -884,6 +907,27 @@ def test_a_tie_of_one_arrival_is_found() -> None:
     tied = tied_preemptions(_predict(config, _s("tied", *workloads, ("h", "high", "4x4x4", 1))))
     assert len(tied) == 1 and tied[0].startswith("h preempts "), tied
     assert not tied_preemptions(_predict(config, _s("none", *workloads)))
+
+
+def test_an_lws_verdict_does_not_depend_on_which_group_is_which() -> None:
+    """Seed 2473901585: two of w1's three groups are preempted, then one cube frees. Kueue re-admits
+    whichever pending group sorts first by UID; either way one group runs and two preemptions happened."""
+    scenario = _s("regrouped", ("w1", "-", "4x4x4", 3), lws=("w1",))
+    cubes = (1,)
+    never_preempted_runs = {
+        "w1/0": Observed("admitted", False, 0, cubes, ()),
+        "w1/1": Observed("pending", True, 1, (), ()),
+        "w1/2": Observed("pending", True, 1, (), ()),
+    }
+    preempted_one_runs = {
+        "w1/0": Observed("admitted", True, 1, cubes, ()),
+        "w1/1": Observed("pending", False, 0, (), ()),
+        "w1/2": Observed("pending", True, 1, (), ()),
+    }
+    verdict = kueue_verdicts(scenario, never_preempted_runs)
+    assert verdict == kueue_verdicts(scenario, preempted_one_runs) == {"w1": "admitted pending pending (2 preempted)"}
+    twice = {**never_preempted_runs, "w1/1": Observed("pending", True, 2, (), ())}
+    assert kueue_verdicts(scenario, twice) != verdict
 
 
 @pytest.mark.parametrize("index", range(len(REGRESSION_SEEDS) + RANDOM_SCENARIOS))

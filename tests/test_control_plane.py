@@ -172,8 +172,8 @@ def test_real_scheduler_binds_a_tpu_pod_and_kwok_runs_it(plane: cp.ControlPlane,
 def _crd_files(dev: StackConfig) -> list[Path]:
     root = crd_root()
     if root is None:
-        # As the schema tests do (tests/test_k8s_schemas.py): .ci/run always sets it.
-        pytest.skip("upstream CRDs not found: set TPU_SLICING_CRDS or place ../shared/crds beside the repository")
+        # As the schema tests do (tests/test_k8s_schemas.py): `make test` runs `make crds` first.
+        pytest.skip("upstream CRDs not found: run `make crds` (or set TPU_SLICING_CRDS)")
     versions = {"kueue": dev.versions.kueue, "jobset": dev.versions.jobset, "lws": dev.versions.lws}
     files = []
     for component, version in versions.items():

@@ -4,6 +4,7 @@ upstream CRDs in shared/crds, at the versions the project pins."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.crd_schema import (
     CrdVersion,
     UnevaluatedRule,
     _Walker,
+    crd_cache,
     crd_root,
     validate_core,
 )
@@ -26,13 +28,15 @@ from tests.crd_schema import (
 _FOUND = crd_root()
 if _FOUND is None:
     pytest.skip(
-        f"upstream CRDs not found: set {CRD_ROOT_ENV} or provide <repo>/../shared/crds",
+        f"upstream CRDs not found: run `make crds` (or set {CRD_ROOT_ENV})",
         allow_module_level=True,
     )
 ROOT: Path = _FOUND
 
+# Two sets of versions, each served by the Go module proxy (tools/crds/pins.tsv): the program's
+# pins and a neighbour of each, so the validator is not tuned to one release.
 PINS = {
-    "kueue": "v0.17.4",
+    "kueue": "v0.19.2",
     "jobset": "v0.11.1",
     "lws": "v0.8.0",
     "gateway-api": "v1.6.1",
@@ -41,7 +45,7 @@ PINS = {
 NEWEST = {
     "kueue": "v0.19.2",
     "jobset": "v0.12.0",
-    "lws": "v0.10.0",
+    "lws": "v0.9.0",
     "gateway-api": "v1.6.1",
     "gateway-api-inference-extension": "v1.6.0",
 }
@@ -323,6 +327,18 @@ def only(errors: list[str]) -> str:
 # --------------------------------------------------------------------------
 
 
+def test_the_default_root_is_what_make_crds_laid_out_from_the_pinned_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CRD_ROOT_ENV, raising=False)
+    root = crd_root()
+    assert root == crd_cache()
+    pins = Path(__file__).resolve().parents[1] / "tools" / "crds" / "pins.tsv"
+    rows = [line.split("\t") for line in pins.read_text().splitlines() if line and not line.startswith("#")]
+    assert len(rows) == 15
+    for component, version, _module, path, sha256 in rows:
+        placed = root / component / version / Path(path).name
+        assert hashlib.sha256(placed.read_bytes()).hexdigest() == sha256, placed
+
+
 def test_crd_root_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(CRD_ROOT_ENV, str(tmp_path))
     assert crd_root() == tmp_path
@@ -331,7 +347,7 @@ def test_crd_root_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_load_reports_missing_pinned_version() -> None:
-    with pytest.raises(CrdLoadError, match=r"kueue.*v9\.9\.9.*does not exist.*v0\.17\.4"):
+    with pytest.raises(CrdLoadError, match=r"kueue.*v9\.9\.9.*does not exist.*v0\.19\.2"):
         CrdRegistry.load(ROOT, {**PINS, "kueue": "v9.9.9"})
 
 
@@ -340,7 +356,7 @@ def test_registry_knows_pinned_kinds(registry: CrdRegistry) -> None:
     assert ("inference.networking.k8s.io", "InferencePool") in registry.kinds
     assert len(registry.kinds) == 12
     crd = registry.lookup(KUEUE, "Topology")
-    assert crd is not None and not crd.namespaced and crd.source.parent.name == "v0.17.4"
+    assert crd is not None and not crd.namespaced and crd.source.parent.name == "v0.19.2"
 
 
 # --------------------------------------------------------------------------

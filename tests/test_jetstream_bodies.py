@@ -376,7 +376,7 @@ CRDS = crd_root()
 @pytest.fixture(scope="module")
 def lws_crds() -> CrdRegistry:
     if CRDS is None:
-        pytest.skip("upstream CRDs not found (../shared/crds or TPU_SLICING_CRDS)")
+        pytest.skip("upstream CRDs not found: run `make crds` (or set TPU_SLICING_CRDS)")
     return CrdRegistry.load(CRDS, {"lws": "v0.8.0"})
 
 

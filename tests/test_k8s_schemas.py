@@ -16,7 +16,7 @@ from tests.gmp_schema import validate_pod_monitoring
 ROOT = crd_root()
 if ROOT is None:
     pytest.skip(
-        "upstream CRD schemas not found: set TPU_SLICING_CRDS or place ../shared/crds beside the repository",
+        "upstream CRD schemas not found: run `make crds` (or set TPU_SLICING_CRDS)",
         allow_module_level=True,
     )
 

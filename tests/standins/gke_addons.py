@@ -6,7 +6,7 @@ LoadBalancer Services and Gateways their addresses; `pulumi up` waits for those 
 (shared/awaits.py, k8s/inference_gateway.py). `install(plane)` puts in what GKE installs:
 
 - the Gateway API CRDs (GatewayClass, Gateway, HTTPRoute) and the InferencePool CRD, from the
-  upstream schemas in $TPU_SLICING_CRDS (never copied here), so the API server validates the
+  upstream schemas `make crds` takes from their Go modules (never copied here), so the API server validates the
   program's objects against them, CEL rules included;
 - GKE's HealthCheckPolicy and GCPBackendPolicy (networking.gke.io/v1) and Managed Prometheus'
   PodMonitoring (monitoring.googleapis.com/v1) as CRDs that keep any field: their schemas are not
@@ -29,7 +29,6 @@ addresses it really hands out and how long that takes.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ import yaml
 
 from tests import control_plane as cp
 from tests.controllers import install_documents
+from tests.crd_schema import crd_cache, crd_root
 from tests.standins.poller import Poller
 from tests.standins.slice_admission import SLICE_KIND
 
@@ -54,7 +54,7 @@ UNPUBLISHED = (
 
 
 def _crds_root() -> Path:
-    return Path(os.environ.get("TPU_SLICING_CRDS") or Path(__file__).resolve().parents[3] / "shared" / "crds")
+    return crd_root() or crd_cache()  # `make crds`
 
 
 def _unpublished_crd(
@@ -94,7 +94,7 @@ def crds(inference_extension: str) -> list[dict[str, Any]]:
         folder = _crds_root() / component / version
         files = sorted(folder.glob("*.yaml"))
         if not files:
-            raise cp.ControlPlaneError(f"no CRDs in {folder}: set TPU_SLICING_CRDS to the shared CRD folder")
+            raise cp.ControlPlaneError(f"no CRDs in {folder}: run `make crds` (or set TPU_SLICING_CRDS)")
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         documents += [doc for path in files for doc in yaml.load_all(path.read_text(), Loader=loader) if doc]
     # GKE's Slice kind (--enable-slice-controller), which the slice stand-in creates and finalizes.
