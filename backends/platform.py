@@ -139,6 +139,9 @@ def batch_controllers(config: StackConfig, provider: kubernetes.Provider, wanted
     return Controllers(
         "controllers",
         ControllersArgs(
-            provider=provider, versions={name: pinned[name] for name in wanted}, install=config.controllers.install
+            provider=provider,
+            versions={name: pinned[name] for name in wanted},
+            chart_registry=config.controllers.chart_registry,
+            install=config.controllers.install,
         ),
     )

@@ -1,4 +1,4 @@
-"""JobSet, Kueue and LeaderWorkerSet from their pinned OCI Helm charts.
+"""JobSet, Kueue and LeaderWorkerSet from their pinned OCI Helm charts (registry.k8s.io, or a mirror of it).
 
 `helm.v3.Release` rather than `helm.v4.Chart`: a Release is a plain custom
 resource, so a brand-new stack previews while the kubeconfig is still unknown
@@ -21,14 +21,22 @@ import pulumi_kubernetes as kubernetes
 @dataclass(frozen=True)
 class ChartSpec:
     release: str  # also names the Deployment and the webhook Service of each chart
-    chart: str
+    component: str  # the upstream project, which names the chart's path in the registry
     namespace: str
     deployment: str
 
 
-JOBSET = ChartSpec("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "jobset-system", "jobset-controller")
-KUEUE = ChartSpec("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "kueue-system", "kueue-controller-manager")
-LWS = ChartSpec("lws", "oci://registry.k8s.io/lws/charts/lws", "lws-system", "lws-controller-manager")
+JOBSET = ChartSpec("jobset", "jobset", "jobset-system", "jobset-controller")
+KUEUE = ChartSpec("kueue", "kueue", "kueue-system", "kueue-controller-manager")
+LWS = ChartSpec("lws", "lws", "lws-system", "lws-controller-manager")
+
+
+def chart_reference(registry: str, spec: ChartSpec) -> str:
+    """The chart's OCI reference: registry.k8s.io serves each project's chart at <project>/charts/<project>
+    (e.g. oci://registry.k8s.io/kueue/charts/kueue, kueue's install docs), and a remote repository that
+    mirrors registry.k8s.io serves the same paths under its own root. `registry` is settings-checked."""
+    return f"{registry}/{spec.component}/charts/{spec.component}"
+
 
 INSTALL_TIMEOUT_SECONDS = 600
 
@@ -37,19 +45,20 @@ INSTALL_TIMEOUT_SECONDS = 600
 class ControllersArgs:
     provider: kubernetes.Provider
     versions: Mapping[str, str]  # release name -> chart version, for the controllers to install
+    chart_registry: str  # oci://<host>[/<path>] the charts are pulled from (settings/oci_registry.py)
     # False: a platform team runs them already (a shared cluster); nothing is installed, and the
     # objects that need them wait for nothing (their APIs and webhooks must already serve).
     install: bool = True
 
 
 def _release(
-    spec: ChartSpec, version: str, values: dict[str, Any], opts: pulumi.ResourceOptions
+    spec: ChartSpec, chart: str, version: str, values: dict[str, Any], opts: pulumi.ResourceOptions
 ) -> kubernetes.helm.v3.Release:
     return kubernetes.helm.v3.Release(
         spec.release,
         kubernetes.helm.v3.ReleaseArgs(
             name=spec.release,
-            chart=spec.chart,
+            chart=chart,
             version=version,
             namespace=spec.namespace,
             create_namespace=True,
@@ -81,7 +90,13 @@ class Controllers(pulumi.ComponentResource):
         super().__init__("tpu-slicing:k8s:Controllers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.releases = {
-            release: _release(CHARTS[release], version, VALUES.get(release, {}), child)
+            release: _release(
+                CHARTS[release],
+                chart_reference(args.chart_registry, CHARTS[release]),
+                version,
+                VALUES.get(release, {}),
+                child,
+            )
             for release, version in args.versions.items()
             if args.install
         }

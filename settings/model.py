@@ -29,7 +29,7 @@ from domain import inference_releases, maxtext_models, saxml_servables, topology
 from domain.gke_versions import version_key as gke_version_key
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, MachineType, Topology
-from settings import exposure, machines, pins, storage_names
+from settings import exposure, machines, oci_registry, pins, storage_names
 from settings.base import ProblemsError, Shape, StrictModel
 from settings.naming import Names
 from settings.serving_model import ModelConfig
@@ -746,12 +746,22 @@ class ObservabilityConfig(StrictModel):
     alerts: AlertsConfig = Field(default_factory=lambda: AlertsConfig.model_validate({}))
 
 
+def _chart_registry(value: str) -> str:
+    problem = oci_registry.problem(value)
+    if problem:
+        raise ValueError(f"{oci_registry.shown(value)!r} {problem}; {oci_registry.ALLOWED}")
+    return value
+
+
 class ControllersConfig(StrictModel):
     """Whether the program installs JobSet, Kueue and LeaderWorkerSet (its pinned Helm charts), or
     uses the ones a platform team already runs in a shared cluster (at the `versions` pinned here:
     the program cannot check an installed controller's version, so the README says who must)."""
 
     install: bool = True
+    # A mirror of registry.k8s.io (an Artifact Registry remote repository) in its place: each chart is
+    # <chartRegistry>/<component>/charts/<component> (k8s/controllers.py), its version still versions.*.
+    chart_registry: Annotated[str, AfterValidator(_chart_registry)] = oci_registry.DEFAULT
 
 
 class StackConfig(StrictModel):
@@ -831,6 +841,7 @@ class StackConfig(StrictModel):
             self._check_system_machine,
             self._check_upgrade_policy,
             self._check_alerts,
+            self._check_controllers,
         )
         problems: list[str] = []
         for rule in rules:
@@ -879,6 +890,17 @@ class StackConfig(StrictModel):
                 "observability.alerts needs observability.podMonitoring: its metric policies read the model servers' "
                 "/metrics, which nothing would scrape, so they could never fire; allowed: podMonitoring true, "
                 "or alerts.enabled false"
+            )
+
+    def _check_controllers(self) -> None:
+        controllers = self.controllers
+        # Set, not only changed: with install false no chart is pulled (k8s/controllers.py), so the key is
+        # ignored whatever it says.
+        if not controllers.install and "chart_registry" in controllers.model_fields_set:
+            raise ValueError(
+                f"controllers.chartRegistry {oci_registry.shown(controllers.chart_registry)!r} does nothing with "
+                "controllers.install false (no chart is pulled: the platform team's controllers run already), so it "
+                "would be ignored without a word; remove it, or set controllers.install true"
             )
 
     def _check_system_machine(self) -> None:

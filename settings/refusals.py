@@ -25,6 +25,7 @@ from settings import (
     loader,
     machines,
     model,
+    oci_registry,
     pins,
     serving_model,
     stack_file,
@@ -433,6 +434,28 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         "serving.vllm",
         "remove it",
         stack="dev-b",
+    ),
+    # --- controllers (settings/oci_registry.py: Helm's oci:// scheme, the OCI repository name grammar)
+    RefusedClass(
+        "chart registry over http(s) instead of OCI",
+        oci_registry.problem,
+        {"controllers": {"chartRegistry": "https://us-docker.pkg.dev/example-tpu-project/k8s-mirror"}},
+        "controllers.chartRegistry",
+        "use oci://",
+    ),
+    RefusedClass(
+        "chart registry that is no OCI registry and repository path",
+        oci_registry.problem,
+        {"controllers": {"chartRegistry": "oci://us-docker.pkg.dev/example-tpu-project/k8s-mirror/"}},
+        "controllers.chartRegistry",
+        oci_registry.ALLOWED,
+    ),
+    RefusedClass(
+        "chart registry with the controllers not installed",
+        StackConfig._check_controllers,
+        {"controllers": {"install": False, "chartRegistry": "oci://us-docker.pkg.dev/example-tpu-project/k8s-mirror"}},
+        "controllers.chartRegistry",
+        "remove it, or set controllers.install true",
     ),
     # --- Kueue
     RefusedClass(

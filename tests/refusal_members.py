@@ -103,6 +103,63 @@ _SPECIAL = st.tuples(
     st.integers(0, 8),
 ).map(lambda b: str(next(ipaddress.IPv4Network(b[0]).subnets(prefixlen_diff=min(b[1], 32 - 24 - 0)))))
 
+# controllers.chartRegistry (settings/oci_registry.py): registries Helm pulls from, and each way to spoil one.
+_ALNUM = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=6)
+_DNS_LABEL = st.tuples(
+    st.sampled_from("abcdefghijklmnopqrstuvwxyz"), st.text("abcdefghijklmnopqrstuvwxyz0123456789-", max_size=8), _ALNUM
+).map("".join)
+_REGISTRY_HOST = st.one_of(
+    st.sampled_from(["registry.k8s.io", "us-docker.pkg.dev", "europe-west4-docker.pkg.dev", "ghcr.io", "localhost"]),
+    st.lists(_DNS_LABEL, min_size=1, max_size=4).map(".".join),
+    st.ip_addresses(v=4).map(str),
+)
+_REPOSITORY_COMPONENT = st.tuples(
+    _ALNUM, st.lists(st.tuples(st.sampled_from([".", "_", "__", "-", "---"]), _ALNUM).map("".join), max_size=3)
+).map(lambda c: c[0] + "".join(c[1]))
+# What the OCI distribution spec and Helm accept: oci://<host>[:<port>][/<component>...].
+REGISTRIES = st.tuples(
+    _REGISTRY_HOST,
+    st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}")),
+    st.lists(_REPOSITORY_COMPONENT, max_size=3).map(lambda parts: "".join(f"/{p}" for p in parts)),
+).map(lambda r: f"oci://{r[0]}{r[1]}{r[2]}")
+
+
+def _chart_registry(value: str) -> dict[str, Any]:
+    return {"controllers": {"chartRegistry": value}}
+
+
+_NOT_OCI = st.tuples(
+    st.sampled_from(["http://", "https://", "HTTPS://", "OCI://", "Oci://", "ftp://", "gs://", ""]), REGISTRIES
+).map(lambda t: t[0] + t[1].removeprefix("oci://"))
+
+
+@st.composite
+def _spoiled_registry(draw: st.DrawFn) -> str:
+    registry = draw(REGISTRIES)
+    rest = registry.removeprefix("oci://")
+    spoil = draw(
+        st.sampled_from(["slash", "credentials", "query", "tag", "digest", "space", "upper", "empty", "port", "host"])
+    )
+    if spoil == "space":
+        where = draw(st.integers(0, len(registry)))
+        return registry[:where] + draw(_WHITESPACE) + registry[where:]
+    host_end = rest.find("/") if "/" in rest else len(rest)
+    return {
+        "slash": registry + "/",
+        "credentials": f"oci://{draw(_ALNUM)}:{draw(_ALNUM)}@{rest}",
+        "query": registry + draw(st.sampled_from(["?tag=1", "#charts", "?"])),
+        "tag": f"{registry}/kueue:{draw(_VERSION)}",
+        "digest": f"{registry}/kueue@sha256:{'0' * 64}",
+        "upper": f"{registry}/{draw(_ALNUM).upper()}X",
+        "empty": f"{registry}//{draw(_ALNUM)}",
+        "port": f"oci://{rest[:host_end].partition(':')[0]}:{draw(st.sampled_from(['0', '65536', 'http', '']))}"
+        + rest[host_end:],
+        "host": "oci://"
+        + draw(st.sampled_from(["bad_host", "-lead", "trail-", "999.0.0.1", "[::1]", ""]))
+        + rest[host_end:],
+    }[spoil]
+
+
 _TOKEN_CHARS = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", min_size=34, max_size=40)
 _CREDENTIALS = st.one_of(
     _TOKEN_CHARS.map(lambda t: f"hf_{t}"),
@@ -135,6 +192,8 @@ MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             lambda batched: {"serving": {"vllm": {"maxNumSeqs": seqs, "maxNumBatchedTokens": batched}}}
         )
     ),
+    "chart registry over http(s) instead of OCI": _NOT_OCI.map(_chart_registry),
+    "chart registry that is no OCI registry and repository path": _spoiled_registry().map(_chart_registry),
     "maxModelLen above the model's context": st.integers(_QWEN.context_length + 1, 1_048_576).map(
         lambda n: {"serving": {"vllm": {"maxModelLen": n}}}
     ),

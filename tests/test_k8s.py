@@ -6,14 +6,17 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 from pulumi.output import Unknown
 
 from domain.topology import CATALOG
+from k8s import controllers
 from k8s.slice_controller import WEBHOOKS
 from k8s.slicing_checks import PROGRAM
 from plan import manifests
 from plan.engine import PlanResult, Resource
-from tests.conftest import DevRunner
+from tests.conftest import DevRunner, config_with
+from tests.refusal_members import REGISTRIES
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 PROVIDER = "pulumi:providers:kubernetes"
@@ -333,3 +336,41 @@ def test_controllers_already_installed_means_no_release_and_nothing_else_changes
     assert {r.urn for r in shared.resources} == {r.urn for r in dev_plan.resources} - releases
     # Nothing waits for a release that is not there.
     assert not [r.urn for r in shared.resources if set(r.dependencies) & releases]
+
+
+# --- controllers.chartRegistry: where the charts are pulled from ---------------------------------------------
+
+COMPONENTS = ("jobset", "kueue", "lws")
+
+
+def test_the_default_registry_gives_todays_chart_references(dev_plan: PlanResult) -> None:
+    assert {n: dev_plan.one(RELEASE, n).get("chart") for n in COMPONENTS} == {
+        "jobset": "oci://registry.k8s.io/jobset/charts/jobset",
+        "kueue": "oci://registry.k8s.io/kueue/charts/kueue",
+        "lws": "oci://registry.k8s.io/lws/charts/lws",
+    }
+
+
+def test_a_mirror_serves_every_chart_at_registry_k8s_ios_paths(dev_plan: PlanResult, run_dev: DevRunner) -> None:
+    """An Artifact Registry remote repository mirroring registry.k8s.io: the same paths under its root,
+    the same pinned versions, the same resources (only the chart input moves)."""
+    mirrored = run_dev({"controllers": {"chartRegistry": "oci://us-docker.pkg.dev/my-project/k8s-mirror"}})
+    assert {n: mirrored.one(RELEASE, n).get("chart") for n in COMPONENTS} == {
+        "jobset": "oci://us-docker.pkg.dev/my-project/k8s-mirror/jobset/charts/jobset",
+        "kueue": "oci://us-docker.pkg.dev/my-project/k8s-mirror/kueue/charts/kueue",
+        "lws": "oci://us-docker.pkg.dev/my-project/k8s-mirror/lws/charts/lws",
+    }
+    for name in COMPONENTS:
+        before, after = dev_plan.one(RELEASE, name), mirrored.one(RELEASE, name)
+        assert {**after.inputs, "chart": before.get("chart")} == before.inputs
+    assert {r.urn for r in mirrored.resources} == {r.urn for r in dev_plan.resources}
+
+
+@settings(deadline=None, max_examples=80)
+@given(REGISTRIES)
+def test_every_registry_helm_pulls_from_is_accepted_and_prefixes_each_chart(registry: str) -> None:
+    config = config_with({"controllers": {"chartRegistry": registry}})
+    assert config.controllers.chart_registry == registry
+    assert {n: controllers.chart_reference(registry, controllers.CHARTS[n]) for n in COMPONENTS} == {
+        n: f"{registry}/{n}/charts/{n}" for n in COMPONENTS
+    }

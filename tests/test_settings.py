@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from domain.topology import CATALOG, GIB
 from plan import engine
-from settings import machines, pins
+from settings import machines, oci_registry, pins
 from settings.loader import ConfigError, load
 from settings.model import SUBSLICING_MIN_GKE, Versions, topology_level_order
 from tests.conftest import DevRunner, config_with, dev_raw, merged
@@ -568,3 +568,72 @@ def test_the_system_pod_table_holds_the_largest_request_of_each_backend(stack: s
 def load_stack_backend(stack: str) -> str:
     raw, secrets = engine.read_stack_config(engine.stack_file(stack))
     return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets).serving.backend.value
+
+
+# --- controllers.chartRegistry (settings/oci_registry.py) -------------------------------------------------
+
+_MIRROR = "oci://us-docker.pkg.dev/my-project/k8s-mirror"
+
+
+def test_the_chart_registry_defaults_to_registry_k8s_io() -> None:
+    assert config_with().controllers.chart_registry == "oci://registry.k8s.io"
+    assert config_with({"controllers": {"chartRegistry": _MIRROR}}).controllers.chart_registry == _MIRROR
+
+
+@pytest.mark.parametrize(
+    ("registry", "shown", "problem"),
+    [
+        ("https://us-docker.pkg.dev/my-project/k8s-mirror", None, "uses https://, which Helm reads as a chart"),
+        ("http://registry.k8s.io", None, "uses http://"),
+        ("OCI://registry.k8s.io", None, "(it reads the scheme case-sensitively); use oci://"),
+        ("us-docker.pkg.dev/my-project/k8s-mirror", None, "has no scheme"),
+        (_MIRROR + "/", None, "ends with '/'"),
+        ("oci://me:s3cret@us-docker.pkg.dev/my-project/k8s-mirror", "'oci://***@us-docker.pkg.dev/", "credentials"),
+        (_MIRROR + "?tag=1", None, "a query or fragment"),
+        (_MIRROR + "#x", None, "a query or fragment"),
+        (_MIRROR + ":0.19.2", None, "names a tag"),
+        (_MIRROR + "@sha256:" + "0" * 64, None, "names a digest"),
+        (_MIRROR + " ", None, "whitespace or a control character"),
+        ("oci://us-docker.pkg.dev/my-project/k8s\x00mirror", None, "whitespace or a control character"),
+        ("oci://us-docker.pkg.dev/My-Project/k8s-mirror", None, "the path component 'My-Project'"),
+        ("oci://us-docker.pkg.dev/my-project//k8s-mirror", None, "an empty path component"),
+        ("oci://us-docker.pkg.dev/my-project/k8s-.mirror", None, "the path component 'k8s-.mirror'"),
+        ("oci://registry_k8s.io", None, "the host 'registry_k8s.io', which is no DNS name"),
+        ("oci://300.1.2.3:5000/charts", None, "the host '300.1.2.3', which is no IPv4 address"),
+        ("oci://[::1]:5000/charts", None, "an IPv6 host"),
+        ("oci://localhost:65536/charts", None, "the port '65536', not a number 1 to 65535"),
+        ("oci:///charts", None, "names no registry host"),
+    ],
+)
+def test_a_chart_registry_helm_cannot_pull_from_is_refused(registry: str, shown: str | None, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_with({"controllers": {"chartRegistry": registry}})
+    [message] = caught.value.problems
+    assert message.startswith("tpu-slicing:controllers.chartRegistry: " + (shown or repr(registry))), message
+    assert problem in message, message
+    assert message.endswith(oci_registry.ALLOWED), message
+    assert "s3cret" not in message  # credentials in the reference are never echoed
+
+
+def test_a_chart_registry_over_https_says_use_oci() -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_with({"controllers": {"chartRegistry": "https://us-docker.pkg.dev/my-project/k8s-mirror"}})
+    assert str(caught.value).splitlines()[1] == (
+        "  - tpu-slicing:controllers.chartRegistry: 'https://us-docker.pkg.dev/my-project/k8s-mirror' uses "
+        "https://, which Helm reads as a chart repository or archive URL, not a registry; use oci://; "
+        + oci_registry.ALLOWED
+    )
+
+
+@pytest.mark.parametrize("registry", [_MIRROR, "oci://registry.k8s.io"])
+def test_a_chart_registry_with_the_controllers_not_installed_is_refused(registry: str) -> None:
+    """With install false no chart is pulled: the key would be ignored without a word (set is enough,
+    as for the serving keys a backend never reads)."""
+    with pytest.raises(ConfigError) as caught:
+        config_with({"controllers": {"install": False, "chartRegistry": registry}})
+    assert caught.value.problems == [
+        f"tpu-slicing:controllers.chartRegistry {registry!r} does nothing with controllers.install false (no chart "
+        "is pulled: the platform team's controllers run already), so it would be ignored without a word; remove it, "
+        "or set controllers.install true"
+    ]
+    assert config_with({"controllers": {"install": False}}).controllers.chart_registry == "oci://registry.k8s.io"
