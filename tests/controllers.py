@@ -1,21 +1,28 @@
-"""The program's controllers on a local control plane: real Kueue, JobSet and LWS, run out of cluster.
+"""The program's controllers on a local control plane: real Kueue, JobSet and LWS, run out of cluster,
+configured as the program's Helm Releases install them.
 
 `make controlplane` (tools/controlplane/build.sh) builds the three controllers at the versions of
-settings/model.py Versions and copies each release's own webhook configurations (and Kueue's CRDs)
-into $TPU_SLICING_CONTROLPLANE/share. `controllers(plane)` installs the CRDs, starts the three
-controllers as processes on loopback (each with its own webhook port, one serving certificate for
-127.0.0.1), waits until each answers /readyz, then registers its webhooks pointing at it, and
-starts the slice admission-check stand-in (tests/standins/slice_admission.py):
+settings/model.py Versions; Kueue's CRDs come from the same module download.
+Everything else they run with comes from their charts rendered by real Helm with the program's
+release names, namespaces and values (tests/charts.py): the manager Configuration, the container's
+arguments, the webhook configurations with their rules and selectors, and the RBAC. Each
+controller runs as its chart's ServiceAccount, with a token the plane issues for it, so a
+permission the chart does not grant fails here as it would in the cluster.
+
+`controllers(plane)` installs the CRDs and the charts' RBAC, starts the three controllers as
+processes on loopback, waits until each answers /readyz, then registers the charts' webhooks
+pointing at it, and starts the slice admission-check stand-in (tests/standins/slice_admission.py):
 
     with control_plane(nodes) as plane, controllers(plane) as running:
         plane.apply(...)
 
-Everything runs as the plane's admin user (no RBAC of the charts), without leader election, metrics
-or internal certificate management. Kueue insists on a metrics certificate at the fixed path
-/etc/kueue/metrics/certs (its cmd/kueue/main.go watches it whenever internal certificate management
-is off), so it runs in a private mount namespace with an overlay over /etc that holds the test
-certificate; the host's /etc is never written. That needs `unshare` and overlayfs (root, or a user
-namespace that may mount), as on the machines the tests run on.
+What cannot come from the rendering is changed in one place, `loopback_config` (addresses, ports
+and certificates on 127.0.0.1 instead of a Service and in-cluster Secrets; one process per plane
+instead of leader election; Kueue's visibility API server off). Kueue insists on a metrics certificate
+at the fixed path /etc/kueue/metrics/certs (its cmd/kueue/main.go watches it whenever internal
+certificate management is off), so it runs in a private mount namespace with an overlay over /etc
+that holds the test certificate; the host's /etc is never written. That needs `unshare` and
+overlayfs (root, or a user namespace that may mount), as on the machines the tests run on.
 """
 
 from __future__ import annotations
@@ -37,40 +44,36 @@ from typing import Any
 
 import yaml
 
+from k8s import controllers as program
+from tests import charts
 from tests import control_plane as cp
 from tests.crd_schema import crd_cache, crd_root
 from tests.standins import slice_admission
 
 CONTROLLERS = ("kueue", "jobset", "lws")
 ROOT = Path(__file__).resolve().parents[1]
-NAMESPACES = {"kueue": "kueue-system", "jobset": "jobset-system", "lws": "lws-system"}
-# The config APIs of each release (cmd/.../main.go --config; apis/config in each module).
-CONFIG_API = {
-    "kueue": "config.kueue.x-k8s.io/v1beta2",
-    "jobset": "config.jobset.x-k8s.io/v1alpha1",
-    "lws": "config.lws.x-k8s.io/v1alpha1",
-}
-# The integrations the program uses (JobSet checks, LWS and JobSet servers) and Kueue's defaults.
-KUEUE_FRAMEWORKS = (
-    "batch/job",
-    "jobset.x-k8s.io/jobset",
-    "pod",
-    "deployment",
-    "statefulset",
-    "leaderworkerset.x-k8s.io/leaderworkerset",
-)
-# API groups whose webhooks are registered; Kueue's manifests also list Ray, Kubeflow, AppWrapper...
-# whose CRDs are not installed here.
-SERVED_GROUPS = {"", "apps", "batch", "kueue.x-k8s.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"}
-# The namespaces Kueue's own Helm chart keeps its job webhooks out of (its managedJobsNamespaceSelector).
-KUEUE_EXEMPT_NAMESPACES = ["kube-system", "kueue-system"]
-# JobSet's and LWS's pod webhooks only concern their own pods (the charts' objectSelectors).
-POD_OBJECT_SELECTORS = {"jobset": "jobset.sigs.k8s.io/jobset-name", "lws": "leaderworkerset.sigs.k8s.io/name"}
+NAMESPACES = {name: program.CHARTS[name].namespace for name in CONTROLLERS}
 KUEUE_METRICS_CERTS = "kueue/metrics/certs"  # under /etc: cmd/kueue/main.go's fixed path
+TOKEN_SECONDS = 6 * 3600  # a plane lives for one test module at most
+RBAC_KINDS = {
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+}
 
 
-def share_dir() -> Path:
-    return cp.cache_dir() / "share"
+def pinned_versions() -> dict[str, str]:
+    from settings.model import Versions
+
+    versions = Versions()
+    return {"kueue": versions.kueue, "jobset": versions.jobset, "lws": versions.lws}
+
+
+def rendered(name: str) -> charts.Rendered:
+    """The controller's chart at the pinned version, rendered with the program's values."""
+    return charts.render(name, pinned_versions()[name])
 
 
 def crds_root() -> Path:
@@ -80,11 +83,8 @@ def crds_root() -> Path:
 def missing() -> list[str]:
     """What `make controlplane` and `make crds` have not provided; empty when everything is there."""
     found = [name for name in CONTROLLERS if not os.access(cp.cache_dir() / "bin" / name, os.X_OK)]
-    found += [
-        f"share/{name}/webhooks.yaml" for name in CONTROLLERS if not (share_dir() / name / "webhooks.yaml").is_file()
-    ]
-    if not any((share_dir() / "kueue" / "crds").glob("*.yaml")):
-        found.append("share/kueue/crds")
+    if not os.access(charts.helm(), os.X_OK):
+        found.append(f"{charts.helm()} (`make engine`)")
     found += [str(path) for path in _upstream_crd_files() if not path.is_file()]
     if shutil.which("unshare") is None:
         found.append("unshare (util-linux)")
@@ -92,11 +92,9 @@ def missing() -> list[str]:
 
 
 def _upstream_crd_files() -> list[Path]:
-    from settings.model import Versions
-
-    versions = Versions()
-    jobset = "v" + versions.jobset.removeprefix("v")
-    lws = "v" + versions.lws.removeprefix("v")
+    versions = pinned_versions()
+    jobset = charts.module_version(versions["jobset"])
+    lws = charts.module_version(versions["lws"])
     return [
         crds_root() / "jobset" / jobset / "jobset.x-k8s.io_jobsets.yaml",
         crds_root() / "lws" / lws / "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
@@ -162,22 +160,43 @@ def _certificates(directory: Path) -> tuple[Path, bytes]:
     return directory, ca_crt.read_bytes()
 
 
-def _config(name: str, health: int, webhook: int, cert_dir: Path) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "apiVersion": CONFIG_API[name],
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(cert_dir)},
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
+def loopback_config(name: str, health: int, webhook: int, cert_dir: Path) -> dict[str, Any]:
+    """The chart's manager Configuration, with what a process on loopback must have instead. Every
+    difference from the installed controller is here."""
+    config = copy.deepcopy(rendered(name).manager_config())
+    # Health and webhooks on 127.0.0.1 and free ports (the chart's :8081 and 9443 serve in a pod).
+    config["health"] = {**(config.get("health") or {}), "healthProbeBindAddress": f"127.0.0.1:{health}"}
+    config["webhook"] = {
+        **(config.get("webhook") or {}),
+        "host": "127.0.0.1",
+        "port": webhook,
+        "certDir": str(cert_dir),
     }
+    # No metrics listener: the chart's fixed :8443 would collide between planes, and nothing scrapes it.
+    config["metrics"] = {**(config.get("metrics") or {}), "bindAddress": "0"}
+    # One process per plane: no lease to win (a lease left by a stopped controller would hold the
+    # next plane's back for its duration).
+    config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
+    # The test's CA and serving certificate instead of the chart's Secret, rotated by the controller
+    # for its in-cluster webhook Service.
+    config["internalCertManagement"] = {"enable": False}
     if name == "kueue":
-        config["namespace"] = NAMESPACES["kueue"]
-        # The on-demand visibility API needs an aggregated API server registration (an APIService).
-        config["featureGates"] = {"VisibilityOnDemand": False}
-        config["integrations"] = {"frameworks": list(KUEUE_FRAMEWORKS)}
+        # Kueue's visibility API is an aggregated API server (the chart's APIService) that reads its
+        # certificate from the fixed path /visibility (kueue pkg/visibility/server.go certDir).
+        gates = dict(config.get("featureGates") or {})
+        gates["VisibilityOnDemand"] = False
+        config["featureGates"] = gates
     return config
+
+
+def chart_args(name: str) -> list[str]:
+    """The manager container's arguments from the chart, but the --config the process gets here."""
+    args = rendered(name).manager_container().get("args") or []
+    if any(arg.startswith("--feature-gates") for arg in args):
+        # Kueue refuses gates given both ways (pkg/config/validation.go LoadAndValidateFeatureGates);
+        # loopback_config sets them in the Configuration.
+        raise cp.ControlPlaneError(f"{name}: the chart passes --feature-gates; merge it into loopback_config")
+    return [str(arg) for arg in args if not str(arg).startswith("--config")]
 
 
 # --- CRDs and webhooks ----------------------------------------------------------------------
@@ -190,7 +209,10 @@ def _documents(path: Path) -> list[dict[str, Any]]:
 
 
 def crd_files() -> list[Path]:
-    return sorted((share_dir() / "kueue" / "crds").glob("*.yaml")) + _upstream_crd_files()
+    """Kueue's whole CRD set from its module (the chart's copies carry conversion webhooks on its
+    in-cluster Service), and JobSet's and LWS's from `make crds`."""
+    kueue = charts.module_dir("kueue", pinned_versions()["kueue"]) / "config" / "components" / "crd" / "bases"
+    return sorted(kueue.glob("*.yaml")) + _upstream_crd_files()
 
 
 def install_crds(plane: cp.ControlPlane) -> None:
@@ -244,34 +266,51 @@ def install_documents(plane: cp.ControlPlane, crds: Sequence[Mapping[str, Any]])
 
 
 def webhook_configurations(name: str, port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
-    """The controller's own webhook configurations, pointed at https://127.0.0.1:<port>."""
+    """The chart's webhook configurations as it renders them (rules, failure policies, namespace and
+    object selectors), each webhook pointed at https://127.0.0.1:<port> instead of its Service."""
     bundle = base64.b64encode(ca_bundle).decode()
     configurations = []
-    for document in _documents(share_dir() / name / "webhooks.yaml"):
-        configuration = copy.deepcopy(document)
-        configuration["metadata"] = {"name": f"{name}-{document['metadata']['name']}"}
-        webhooks = []
+    for configuration in rendered(name).webhook_configurations():
         for webhook in configuration.get("webhooks") or []:
-            groups = {group for rule in webhook.get("rules") or [] for group in rule.get("apiGroups") or []}
-            if not groups <= SERVED_GROUPS:
-                continue
-            path = webhook["clientConfig"]["service"]["path"]
+            path = webhook["clientConfig"]["service"].get("path", "/")
             webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-            resources = {resource for rule in webhook.get("rules") or [] for resource in rule.get("resources") or []}
-            if name == "kueue" and "kueue.x-k8s.io" not in groups:
-                webhook["namespaceSelector"] = {
-                    "matchExpressions": [
-                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": KUEUE_EXEMPT_NAMESPACES}
-                    ]
-                }
-            if name in POD_OBJECT_SELECTORS and "pods" in resources:
-                webhook["objectSelector"] = {
-                    "matchExpressions": [{"key": POD_OBJECT_SELECTORS[name], "operator": "Exists"}]
-                }
-            webhooks.append(webhook)
-        configuration["webhooks"] = webhooks
+        configuration["metadata"] = {"name": configuration["metadata"]["name"]}
         configurations.append(configuration)
     return configurations
+
+
+def _rbac_path(document: Mapping[str, Any], namespace: str) -> str:
+    prefix, plural, namespaced = RBAC_KINDS[document["kind"]]
+    name = document["metadata"]["name"]
+    if namespaced:
+        return f"{prefix}/namespaces/{document['metadata'].get('namespace') or namespace}/{plural}/{name}"
+    return f"{prefix}/{plural}/{name}"
+
+
+def install_rbac(plane: cp.ControlPlane, name: str) -> None:
+    """The chart's ServiceAccount, roles and bindings, as the Release creates them."""
+    chart = rendered(name)
+    for document in chart.rbac():
+        plane.apply(_rbac_path(document, chart.namespace), document)
+
+
+def service_account_kubeconfig(plane: cp.ControlPlane, name: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount (a TokenRequest, as the
+    kubelet's projected token would be), so the controller has the chart's permissions only."""
+    chart = rendered(name)
+    account = chart.service_account()
+    answer = plane.request(
+        "POST",
+        f"/api/v1/namespaces/{chart.namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": TOKEN_SECONDS},
+        },
+    )
+    cp._write_kubeconfig(path, plane.server, plane.ca_file, f"system:serviceaccount:{chart.namespace}:{account}",
+                         answer["status"]["token"])  # fmt: skip
+    return path
 
 
 def _register_webhooks(plane: cp.ControlPlane, configurations: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -303,7 +342,7 @@ def _start(workdir: Path, name: str, argv: Sequence[str]) -> cp._Process:
 
 def _command(name: str, config: Path, kubeconfig: Path, workdir: Path, cert_dir: Path) -> list[str]:
     binary = str(cp.cache_dir() / "bin" / name)
-    command = [binary, f"--config={config}", f"--kubeconfig={kubeconfig}"]
+    command = [binary, f"--config={config}", f"--kubeconfig={kubeconfig}", *chart_args(name)]
     if name != "kueue":
         return command
     upper, work = workdir / "etc-upper", workdir / "etc-work"
@@ -348,9 +387,13 @@ def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = 
             )
         cert_dir, ca_bundle = _certificates(workdir / "certs")
         for name in CONTROLLERS:
+            install_rbac(plane, name)
+            kubeconfig = service_account_kubeconfig(plane, name, workdir / f"{name}.kubeconfig")
             config = workdir / f"{name}.yaml"
-            config.write_text(yaml.safe_dump(_config(name, health[name], ports[name], cert_dir), sort_keys=False))
-            argv = _command(name, config, plane.kubeconfig, workdir, cert_dir)
+            config.write_text(
+                yaml.safe_dump(loopback_config(name, health[name], ports[name], cert_dir), sort_keys=False)
+            )
+            argv = _command(name, config, kubeconfig, workdir, cert_dir)
             running.processes[name] = _start(workdir, name, argv)
         for name in CONTROLLERS:
 

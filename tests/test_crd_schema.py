@@ -1,5 +1,5 @@
 """Tests of the offline CRD/core validator (tests/crd_schema.py) against the real
-upstream CRDs in shared/crds, at the versions the project pins."""
+upstream CRDs `make crds` takes from their Go modules, at the versions the project pins."""
 
 from __future__ import annotations
 

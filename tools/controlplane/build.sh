@@ -17,9 +17,8 @@
 #                                           kueue/, jobset/, lws/ go.mod), the controllers the program
 #                                           installs; their tags must equal settings/model.py Versions
 #                                           (the chart versions are the module tags), checked here
-#   share/{kueue,jobset,lws}/webhooks.yaml  each controller's own webhook configurations, and
-#   share/kueue/crds/*.yaml                 Kueue's CRDs, copied from its module download for
-#                                           tests/controllers.py (run out of cluster, tests only)
+# The tests read everything else they need of these controllers (their charts, Kueue's CRDs) from the
+# same module downloads in the Go module cache (tests/charts.py), as test data.
 # Idempotent: a binary whose recorded pin matches is kept.
 #
 # Only the pins (go.mod, go.sum) and this script are committed; the module downloads live in the
@@ -159,24 +158,6 @@ for spec in kueue:sigs.k8s.io/kueue:sigs.k8s.io/kueue/cmd/kueue \
     echo "$version stripped" > "$cache/stamps/$name"
     built+=("$name $version in $(($(date +%s) - t)) s")
 done
-# Each controller's own webhook configurations (and Kueue's full CRD set: ../shared/crds holds only
-# part of it), copied from the release's module download so tests/controllers.py can run that
-# controller out of cluster; these files are used only there, never by the program.
-for spec in kueue:sigs.k8s.io/kueue:config/components/webhook/manifests.yaml \
-    jobset:sigs.k8s.io/jobset:config/components/webhook/manifests.yaml lws:sigs.k8s.io/lws:config/webhook/manifests.yaml; do
-    IFS=: read -r name module manifests <<< "$spec"
-    version="$(module_version "$name" "$module")"
-    share="$cache/share/$name"
-    [ "$(cat "$cache/stamps/$name-share" 2>/dev/null)" = "$version" ] && continue
-    dir="$(module_dir "$name" "$module")"
-    rm -rf "$share" && mkdir -p "$share"
-    install -m 0644 "$dir/$manifests" "$share/webhooks.yaml"
-    if [ "$name" = kueue ]; then
-        mkdir -p "$share/crds" && install -m 0644 "$dir"/config/components/crd/bases/*.yaml "$share/crds/"
-    fi
-    echo "$version" > "$cache/stamps/$name-share"
-done
-
 for line in "${built[@]+"${built[@]}"}"; do say "built $line"; done
 say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler/kubectl $k8s, etcd $etcd, kwok $kwok,${controllers%,} in $bin"
 # Disk only after a build: measuring the shared Go caches takes seconds.

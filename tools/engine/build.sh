@@ -4,6 +4,11 @@
 # Puts into $TPU_SLICING_ENGINE (default ~/.cache/tpu-slicing/engine, outside the repository):
 #   bin/pulumi                      the CLI, github.com/pulumi/pulumi/pkg/v3 (pin: pulumi/go.mod)
 #   bin/pulumi-resource-kubernetes  the Kubernetes provider (pin: kubernetes/go.mod)
+#   bin/helm                        Helm, helm.sh/helm/v3 at the version that provider embeds (the
+#                                   tests render the controllers' charts with it, as the provider would)
+#   bin/chart-registry              an in-memory OCI registry on loopback, over TLS (github.com/google/
+#                                   go-containerregistry pkg/registry; pin: ../registry/go.mod): the
+#                                   controllers' chart mirror of tests/chart_mirror.py
 # Idempotent: a binary whose recorded pin matches is kept. A `pulumi` already on PATH is used
 # instead of building one when it is at least the version the Python SDK pins.
 #
@@ -83,4 +88,43 @@ PY
     echo "$k8s_module stripped" > "$cache/stamps/pulumi-resource-kubernetes"
 fi
 
-say "ready in $(($(date +%s) - started)) s: $("$bin/pulumi" version) and pulumi-resource-kubernetes $k8s_module in $bin ($(du -sh "$cache" | cut -f1))"
+# --- Helm ------------------------------------------------------------------------------------
+# The Helm the provider's helm.v3.Release links (its go.mod's helm.sh/helm/v3), so the charts the
+# tests render are rendered by the code that renders them on `pulumi up`. Helm's go.mod has no
+# replace directives; it builds inside a copy of the provider's module graph, sharing its build cache.
+helm_version="$(module_version kubernetes helm.sh/helm/v3)"
+if stamp_ok helm "$helm_version stripped"; then
+    say "helm $helm_version is in place"
+else
+    say "building helm $helm_version"
+    work="$cache/src/helm"
+    rm -rf "$work" && mkdir -p "$work"
+    cp "$here/kubernetes/go.mod" "$here/kubernetes/go.sum" "$work/"
+    sed -i 's#^module .*#module tpu-slicing.local/engine/helm-build#; /^tool /d' "$work/go.mod"
+    # As helm's Makefile sets them: its version, and the Kubernetes version `helm template` assumes
+    # (from the client-go it links: v0.M.N is Kubernetes 1.M).
+    client_go="$(cd "$work" && go list -m -f '{{.Version}}' k8s.io/client-go)"
+    minor="$(echo "$client_go" | cut -d. -f2)"
+    (cd "$work" && go build -trimpath \
+        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version \
+            -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor \
+            -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor" \
+        -o "$bin/helm" helm.sh/helm/v3/cmd/helm)
+    echo "$helm_version stripped" > "$cache/stamps/helm"
+fi
+
+# --- the chart registry ----------------------------------------------------------------------
+# tools/registry: a small main around go-containerregistry's registry (no replace directives in its
+# go.mod), which tests/chart_mirror.py fills with the controllers' charts as their releases package them.
+# Its main is committed here, not a module download, so the stamp holds a digest of its sources too.
+registry_version="$(module_version ../registry github.com/google/go-containerregistry)"
+registry_sources="$(cd "$here/../registry" && cat go.mod go.sum main.go | sha256sum | cut -c1-16)"
+if stamp_ok chart-registry "$registry_version $registry_sources stripped"; then
+    say "chart-registry (go-containerregistry $registry_version) is in place"
+else
+    say "building chart-registry (go-containerregistry $registry_version)"
+    (cd "$here/../registry" && go build -trimpath -ldflags "-s -w" -o "$bin/chart-registry" .)
+    echo "$registry_version $registry_sources stripped" > "$cache/stamps/chart-registry"
+fi
+
+say "ready in $(($(date +%s) - started)) s: $("$bin/pulumi" version) pulumi-resource-kubernetes $k8s_module and helm $helm_version in $bin ($(du -sh "$cache" | cut -f1))"
