@@ -6,6 +6,7 @@ from __future__ import annotations
 import pulumi
 
 from backends.foundation import Foundation, Served
+from k8s.controllers import CHARTS as CONTROLLER_CHARTS
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
 from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs
 from k8s.kueue_queues import LOCAL_QUEUE
@@ -161,7 +162,13 @@ def deploy(base: Foundation) -> Served:
                 model=model.name,
                 image=versions.smoke_test_image,
                 deadline_seconds=serving.smoke_test.deadline_seconds,
-                serving_spec=[serving.model_dump(mode="json"), versions.model_dump(mode="json")],
+                # The controllers' charts are not what it tests: a Kueue, JobSet or LWS upgrade is
+                # an in-place Helm upgrade that leaves every serving object as it is, and must not
+                # replace the Job (tests/test_cluster_up_installed.py found the needless re-run).
+                serving_spec=[
+                    serving.model_dump(mode="json"),
+                    versions.model_dump(mode="json", exclude=set(CONTROLLER_CHARTS)),
+                ],
                 depends_on=[pd, router, slice_controller],
                 prefill_metrics_url=prefill_metrics_url(serving.namespace),
                 decode_metrics_url=decode_metrics_url(serving.namespace),

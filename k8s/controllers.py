@@ -78,10 +78,17 @@ VALUES: dict[str, dict[str, Any]] = {"kueue": {"controllerManager": {"replicas":
 
 
 class Controllers(pulumi.ComponentResource):
-    """The batch controllers a backend needs, installed side by side (none depends on another).
+    """The batch controllers a backend needs: JobSet and LWS side by side, then Kueue.
 
-    Kueue enables its JobSet and LWS integrations by default and waits for their
-    APIs if they appear after it starts, so no ordering between them is needed.
+    Kueue goes last. Its chart registers fail-closed webhooks for Deployments and Pods in every
+    namespace but kube-system and its own (the `mdeployment`/`mpod` webhooks, namespaceSelector
+    from its managedJobsNamespaceSelector, charts/kueue at v0.19.2), and they refuse every such
+    object until Kueue's pods are Ready behind its webhook Service. Installed beside it, the JobSet
+    and LWS charts' Deployments were refused ("no endpoints available for service
+    kueue-webhook-service") and their atomic Releases rolled back: the first `up` of every stack
+    failed (tests/test_cluster_up_installed.py found it). JobSet's and LWS's webhooks concern only
+    their own kinds and their own pods, so they need no order between them. Kueue enables its JobSet
+    and LWS integrations by default and finds their APIs already served.
     """
 
     releases: dict[str, kubernetes.helm.v3.Release]
@@ -89,17 +96,17 @@ class Controllers(pulumi.ComponentResource):
     def __init__(self, name: str, args: ControllersArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:Controllers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.releases = {
-            release: _release(
+        wanted = dict(args.versions) if args.install else {}
+        self.releases = {}
+        for release in sorted(wanted, key=lambda r: r == KUEUE.release):  # Kueue last
+            before = [self.releases[r] for r in self.releases] if release == KUEUE.release else []
+            self.releases[release] = _release(
                 CHARTS[release],
                 chart_reference(args.chart_registry, CHARTS[release]),
-                version,
+                wanted[release],
                 VALUES.get(release, {}),
-                child,
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before)),
             )
-            for release, version in args.versions.items()
-            if args.install
-        }
         self.register_outputs({"releases": sorted(self.releases), "installed": args.install})
 
     def ready(self, *names: str) -> list[pulumi.Resource]:

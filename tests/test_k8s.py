@@ -81,6 +81,15 @@ def test_controllers_are_pinned_helm_releases_that_wait(
     assert release.get("timeout") == 600
 
 
+def test_kueue_is_installed_after_jobset_and_lws(dev_plan: PlanResult) -> None:
+    """Kueue's fail-closed Deployment and Pod webhooks cover every other namespace: installed beside
+    it, the JobSet and LWS Deployments are refused until Kueue serves (k8s/controllers.py)."""
+    kueue, jobset, lws = (dev_plan.one(RELEASE, name) for name in ("kueue", "jobset", "lws"))
+    assert dev_plan.depends_on(kueue, jobset) and dev_plan.depends_on(kueue, lws)
+    assert not dev_plan.depends_on(jobset, lws) and not dev_plan.depends_on(lws, jobset)
+    assert not dev_plan.depends_on(jobset, kueue) and not dev_plan.depends_on(lws, kueue)
+
+
 def test_versions_come_from_config(run_dev: DevRunner) -> None:
     # Any release at or above the guide's floors (settings/model.py CONTROLLER_FLOORS) is selectable;
     # the reference's 0.11.1 / 0.17.4 are below them and refused.

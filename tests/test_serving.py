@@ -335,6 +335,8 @@ FINGERPRINT = "tpu-slicing/serving-fingerprint"
         ({"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.1"}}, True),  # an image it tests
         ({"serving": {"decode": {"replicas": 3}}}, True),  # the serving spec
         ({"observability": {"dashboard": False}}, False),  # nothing the test exercises
+        ({"versions": {"kueue": "0.19.1"}}, False),  # a controller chart: an in-place Helm upgrade
+        ({"versions": {"lws": "v0.9.0"}}, False),
     ],
 )
 def test_the_smoke_test_reruns_when_what_it_tests_changes(
