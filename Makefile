@@ -32,7 +32,7 @@ policy/venv/.ready: policy/requirements.txt constraints.txt
 
 policy-venv: policy/venv/.ready
 
-## engine: build the real pulumi CLI and Kubernetes provider from pinned Go modules (cached outside the repo)
+## engine: build the real pulumi CLI, Kubernetes provider, its Helm and the test chart registry from pinned Go modules (cached outside the repo)
 engine:
 	bash tools/engine/build.sh
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import os
 import re
@@ -76,6 +77,26 @@ TPU_RESOURCE = "google.com/tpu"  # the device plugin's resource (k8s/kueue_queue
 
 # kwok's fast stage that completes the running pods of Jobs (share/kwok-stages, from build.sh).
 COMPLETE_STAGE = "pod-complete.yaml"
+READY_STAGE = "pod-ready.yaml"
+# A gated pod (Network.gated) is made Ready only once the test has annotated it as served.
+SERVED_ANNOTATION = "tpu-slicing.test/served"
+
+
+@dataclass(frozen=True)
+class Network:
+    """What a plane's pods may reach and when they are Ready, for planes whose pods a test plays.
+
+    `egress`: kube-apiserver's EgressSelectorConfiguration (tests/standins/pod_network.py), so
+    Service-referenced webhooks reach a test process through a proxy. `pod_cidr`: kwok's pod
+    addresses, which must not be loopback ones when Services resolve to them (EndpointSlice
+    validation refuses 127.0.0.0/8). `gated`: a pod label and values whose pods kwok leaves
+    unready until they carry SERVED_ANNOTATION, as a readiness probe holds a pod back until its
+    process answers."""
+
+    egress: Mapping[str, Any]
+    pod_cidr: str
+    gated: tuple[str, tuple[str, ...]]
+
 
 T = TypeVar("T")
 
@@ -412,6 +433,14 @@ def load_stack(stack: str) -> StackConfig:
 # --- starting and stopping -------------------------------------------------------------------
 
 
+def _egress_flags(workdir: Path, network: Network | None) -> list[str]:
+    if network is None:
+        return []
+    path = workdir / "egress-selector.yaml"
+    path.write_text(yaml.safe_dump(dict(network.egress), sort_keys=False))
+    return [f"--egress-selector-config-file={path}"]
+
+
 def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
@@ -469,7 +498,35 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None 
         return False
 
 
-def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs: bool = True) -> ControlPlane:
+def _gated_stages(workdir: Path, stages: list[Path], gated: tuple[str, tuple[str, ...]]) -> list[Path]:
+    """kwok's pod-ready Stage split in two: as it is for every pod but the gated ones, and for those
+    only once they carry SERVED_ANNOTATION. Both are kwok's own Stage with one selector added."""
+    label, values = gated
+    key = f'.metadata.labels["{label}"]'
+    out = []
+    for stage in stages:
+        if stage.name != READY_STAGE:
+            out.append(stage)
+            continue
+        ready = yaml.safe_load(stage.read_text())
+        served = copy.deepcopy(ready)
+        ready["spec"]["selector"]["matchExpressions"].append({"key": key, "operator": "NotIn", "values": list(values)})
+        served["metadata"]["name"] = "pod-ready-when-served"
+        served["spec"]["selector"]["matchExpressions"] += [
+            {"key": key, "operator": "In", "values": list(values)},
+            {"key": f'.metadata.annotations["{SERVED_ANNOTATION}"]', "operator": "Exists"},
+        ]
+        for name, document in (("pod-ready.yaml", ready), ("pod-ready-when-served.yaml", served)):
+            path = workdir / "kwok-stages" / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(yaml.safe_dump(document, sort_keys=False))
+            out.append(path)
+    return out
+
+
+def _start_once(
+    workdir: Path, service_cidr: str, timeout: float, complete_jobs: bool = True, network: Network | None = None
+) -> ControlPlane:
     started = time.monotonic()
     for sub in ("logs", "certs", "etcd"):
         (workdir / sub).mkdir(exist_ok=True)
@@ -533,6 +590,7 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs:
                 # Webhook Services are called at an endpoint's address, not the ClusterIP: there is
                 # no kube-proxy (cmd/kube-apiserver/app/server.go buildServiceResolver).
                 "--enable-aggregator-routing=true",
+                *_egress_flags(workdir, network),
                 "--profiling=false",
                 "--v=1",
             ],
@@ -575,6 +633,8 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs:
         stages = sorted((cache_dir() / "share" / "kwok-stages").glob("*.yaml"))
         if not complete_jobs:
             stages = [stage for stage in stages if stage.name != COMPLETE_STAGE]
+        if network is not None:
+            stages = _gated_stages(workdir, stages, network.gated)
         _start(
             plane,
             "kwok",
@@ -585,7 +645,7 @@ def _start_once(workdir: Path, service_cidr: str, timeout: float, complete_jobs:
                 f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
                 # Loopback addresses for the simulated nodes and pods: nothing ever sends to them.
                 "--node-ip=127.0.0.1",
-                "--cidr=127.128.0.0/16",
+                f"--cidr={network.pod_cidr if network else '127.128.0.0/16'}",
                 "--node-lease-duration-seconds=40",
                 # No --node-port/--server-address: kwok then serves no kubelet API (startServer).
                 # Its INFO log has a line per lease renewal (pkg/log/flags.go takes DEBUG..ERROR).
@@ -606,6 +666,7 @@ def control_plane(
     timeout: float = 180.0,
     keep: bool = False,
     complete_jobs: bool = True,
+    network: Network | None = None,
 ) -> Iterator[ControlPlane]:
     """Start etcd, kube-apiserver, kube-scheduler and kwok; create `nodes` and wait until kwok has
     made them Ready. Everything is stopped and the temporary folder removed on exit (unless `keep`).
@@ -623,7 +684,7 @@ def control_plane(
         started = time.monotonic()
         for attempt in range(3):
             try:
-                plane = _start_once(workdir, service_cidr, timeout, complete_jobs)
+                plane = _start_once(workdir, service_cidr, timeout, complete_jobs, network)
                 break
             except _AddressInUseError:
                 # A free port was taken between choosing and binding it: choose again.

@@ -144,13 +144,15 @@ class Controllers:
 # --- certificates and configuration ------------------------------------------------------------
 
 
-def _certificates(directory: Path) -> tuple[Path, bytes]:
-    """A CA and a serving certificate for 127.0.0.1 (tls.crt/tls.key, controller-runtime's names)."""
+def _certificates(directory: Path, dns_names: Sequence[str] = ()) -> tuple[Path, bytes]:
+    """A CA and a serving certificate for 127.0.0.1 and `dns_names` (tls.crt/tls.key,
+    controller-runtime's names)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
     key, csr, crt = directory / "tls.key", directory / "tls.csr", directory / "tls.crt"
     ext = directory / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    names = ",".join(["IP:127.0.0.1", *(f"DNS:{name}" for name in dns_names)])
+    ext.write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
     curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     cp._openssl("req", "-x509", *curve, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "2",
                 "-subj", "/CN=tpu-slicing-test-webhook-ca")  # fmt: skip
@@ -160,10 +162,13 @@ def _certificates(directory: Path) -> tuple[Path, bytes]:
     return directory, ca_crt.read_bytes()
 
 
-def loopback_config(name: str, health: int, webhook: int, cert_dir: Path) -> dict[str, Any]:
-    """The chart's manager Configuration, with what a process on loopback must have instead. Every
-    difference from the installed controller is here."""
-    config = copy.deepcopy(rendered(name).manager_config())
+def loopback_config(
+    name: str, health: int, webhook: int, cert_dir: Path, installed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The chart's manager Configuration (or `installed`, the one a Release put in the cluster),
+    with what a process on loopback must have instead. Every difference from the installed
+    controller is here."""
+    config = copy.deepcopy(dict(installed) if installed is not None else rendered(name).manager_config())
     # Health and webhooks on 127.0.0.1 and free ports (the chart's :8081 and 9443 serve in a pod).
     config["health"] = {**(config.get("health") or {}), "healthProbeBindAddress": f"127.0.0.1:{health}"}
     config["webhook"] = {
@@ -174,11 +179,12 @@ def loopback_config(name: str, health: int, webhook: int, cert_dir: Path) -> dic
     }
     # No metrics listener: the chart's fixed :8443 would collide between planes, and nothing scrapes it.
     config["metrics"] = {**(config.get("metrics") or {}), "bindAddress": "0"}
-    # One process per plane: no lease to win (a lease left by a stopped controller would hold the
-    # next plane's back for its duration).
+    # One process per plane (playing every replica): no lease to win (a lease left by a stopped
+    # controller would hold the next plane's back for its duration).
     config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
-    # The test's CA and serving certificate instead of the chart's Secret, rotated by the controller
-    # for its in-cluster webhook Service.
+    # The test's CA and serving certificate instead of the ones the controller would make, keep in
+    # the chart's Secret and patch into its webhook configurations (JobSet v0.12.0 would write them
+    # to the host's /tmp/k8s-webhook-server: pkg/util/cert/cert.go certDir).
     config["internalCertManagement"] = {"enable": False}
     if name == "kueue":
         # Kueue's visibility API is an aggregated API server (the chart's APIService) that reads its
@@ -340,9 +346,16 @@ def _start(workdir: Path, name: str, argv: Sequence[str]) -> cp._Process:
     return cp._Process(name, popen, log, log_file)
 
 
-def _command(name: str, config: Path, kubeconfig: Path, workdir: Path, cert_dir: Path) -> list[str]:
+def _command(
+    name: str, config: Path, kubeconfig: Path, workdir: Path, cert_dir: Path, *, args: Sequence[str] | None = None
+) -> list[str]:
     binary = str(cp.cache_dir() / "bin" / name)
-    command = [binary, f"--config={config}", f"--kubeconfig={kubeconfig}", *chart_args(name)]
+    command = [
+        binary,
+        f"--config={config}",
+        f"--kubeconfig={kubeconfig}",
+        *(chart_args(name) if args is None else args),
+    ]
     if name != "kueue":
         return command
     upper, work = workdir / "etc-upper", workdir / "etc-work"

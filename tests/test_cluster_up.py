@@ -172,6 +172,17 @@ def _tools(base: Path, plane: cp.ControlPlane) -> Path:
     return tools
 
 
+def plane_env(engine: Engine, base: Path, plane: cp.ControlPlane) -> dict[str, str]:
+    """What the CLI needs to reach the plane: the GCP stand-in's cluster endpoint and CA, the auth
+    plugin's token, and the tools folder on PATH."""
+    return {
+        gcp_standin.ENDPOINT_ENV: plane.server.removeprefix("https://"),
+        gcp_standin.CA_FILE_ENV: str(plane.ca_file),
+        gke_auth_plugin.TOKEN_ENV: plane.token,
+        "PATH": os.pathsep.join([str(_tools(base, plane)), engine.env["PATH"]]),
+    }
+
+
 def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record:
     record = Record(case)
     config = cp.load_stack(case.stack)  # the nodes depend on the pools only, not on case.config
@@ -191,12 +202,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             name = record.name = f"{case.stack}-new"
             for key, value in {"controllers.install": "false", **case.config}.items():
                 ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", value, "--stack", name)
-            env = {
-                gcp_standin.ENDPOINT_ENV: plane.server.removeprefix("https://"),
-                gcp_standin.CA_FILE_ENV: str(plane.ca_file),
-                gke_auth_plugin.TOKEN_ENV: plane.token,
-                "PATH": os.pathsep.join([str(_tools(base, plane)), engine.env["PATH"]]),
-            }
+            env = plane_env(engine, base, plane)
 
             def step(label: str, *args: str) -> Any:
                 started = time.monotonic()
