@@ -629,9 +629,15 @@ def run_smoke_test(settings: Settings, rt: Runtime) -> list[EndpointResult]:
     Completions goes first and absorbs the model's load time; chat then
     normally answers at once. A failed completions does not skip chat: its
     result still tells a wrong model name (fast failure) from a dead server.
+    The long-prompt checks send completions too, so after a failed endpoint
+    they could only fail, at the deadline: they are not run.
     """
     deadline_at = rt.now() + settings.deadline_seconds
     results = [run_endpoint(endpoint, settings, deadline_at, rt) for endpoint in endpoints(settings)]
+    failed = [r.endpoint for r in results if not r.ok]
+    if failed and (settings.prefill_metrics_url or settings.decode_metrics_url):
+        rt.log(f"long-prompt checks not run: {', '.join(failed)} failed")
+        return results
     results += run_long_prompt_checks(settings, deadline_at, rt)
     return results
 

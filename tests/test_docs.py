@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 # Offline commands a reader is told to run; `make test` is what this suite is part of.
 RUNNABLE = ("make plan", "make preview", "make graph", "make stacks", "make diff", "python -m plan")
-PULUMI_SUBCOMMANDS = {"login", "stack", "config", "preview", "up", "destroy"}
+PULUMI_SUBCOMMANDS = {"login", "stack", "config", "preview", "up", "destroy", "refresh", "cancel"}
 
 
 def bash_commands() -> list[str]:

@@ -447,6 +447,22 @@ def test_400_fails_immediately_without_retries(server: ScriptedServer) -> None:
     assert server.paths() == ["/v1/completions", "/v1/chat/completions"]
 
 
+def test_a_failed_endpoint_skips_the_long_prompt_checks(server: ScriptedServer) -> None:
+    """A wrong model fails both endpoints for good: the prefill and KV-transfer checks that would
+    follow can only fail too, so they are not run until the deadline (tests/test_faults.py found a
+    failing smoke Job holding `pulumi up` for its whole deadline)."""
+    server.script(smoke.COMPLETIONS_PATH, Reply(404, VLLM_UNKNOWN_MODEL))
+    server.script(smoke.CHAT_PATH, Reply(404, VLLM_UNKNOWN_MODEL))
+    metrics = f"{server.url}/metrics"
+    run = run_main(args(server.url, "--prefill-metrics-url", metrics, "--decode-metrics-url", metrics))
+
+    assert run.code == 1
+    assert [r["endpoint"] for r in run.summary["results"]] == ["/v1/completions", "/v1/chat/completions"]
+    assert run.clock.sleeps == []
+    assert server.paths() == ["/v1/completions", "/v1/chat/completions"]
+    assert any("long-prompt checks not run" in line for line in run.logs), run.logs
+
+
 @pytest.mark.parametrize("body", [VLLM_UNKNOWN_MODEL, {"error": VLLM_UNKNOWN_MODEL}])
 def test_404_for_an_unknown_model_fails_immediately(server: ScriptedServer, body: dict[str, Any]) -> None:
     server.script(smoke.COMPLETIONS_PATH, Reply(404, body))

@@ -92,6 +92,11 @@ class SmokeJob(pulumi.ComponentResource):
                                 name="smoke-test",
                                 image=args.image,
                                 command=["python3", f"{MOUNT}/smoke_test.py"],
+                                # A failed run's last log lines become the container's termination
+                                # message, which the provider's Job await prints in the failed
+                                # `pulumi up` (kubelet kuberuntime_container.go; pulumi/cloud-ready-
+                                # checks pkg/kubernetes/pod/check.go containerTerminatedError).
+                                termination_message_policy="FallbackToLogsOnError",
                                 env=[
                                     core.EnvVarArgs(
                                         name="SMOKE_BASE_URL",

@@ -7,7 +7,10 @@ and is kept in `error`, which the test reports.
 
 from __future__ import annotations
 
+import http.server
+import json
 import threading
+from typing import Any
 
 from tests import control_plane as cp
 
@@ -49,3 +52,33 @@ class Poller:
                 self.error = err
                 return
             self._stop.wait(self.interval)
+
+
+class ServingPoller(Poller):
+    """A reconcile loop with an HTTP server beside it (a webhook, a gateway), started and stopped together."""
+
+    server: http.server.HTTPServer
+
+    def start(self) -> None:
+        threading.Thread(target=self.server.serve_forever, name=self.name + "-server", daemon=True).start()
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler for a stand-in's server: answers JSON, logs nothing."""
+
+    def send_json(self, status: int, document: Any) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -42,7 +42,7 @@ from domain import topology
 from k8s.slice_controller import CERT_SECRET, EXEMPT_NAMESPACES, NAMESPACE, WEBHOOK_CONFIG, WEBHOOK_SERVICE
 from tests import control_plane as cp
 from tests.standins import slice_topology
-from tests.standins.poller import Poller
+from tests.standins.poller import JsonHandler, ServingPoller
 
 EXEMPT = frozenset(EXEMPT_NAMESPACES)
 
@@ -114,12 +114,12 @@ def topology_patch(generation: topology.Generation, kind: str, obj: dict[str, An
     return patch
 
 
-class _Mutate(http.server.BaseHTTPRequestHandler):
+class _Mutate(JsonHandler):
     server_version = "slice-webhook-stand-in"
     calls: list[tuple[str, str, str]]  # (path, kind, namespace), set on the server's handler class
     generation: topology.Generation
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802
         review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         request = review.get("request") or {}
         kind = (request.get("kind") or {}).get("kind", "")
@@ -128,20 +128,10 @@ class _Mutate(http.server.BaseHTTPRequestHandler):
         patch = topology_patch(self.generation, kind, request.get("object") or {})
         if patch:
             response |= {"patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(patch).encode()).decode()}
-        body = json.dumps(
-            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.send_json(200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 
 
-class SliceWebhook(Poller):
+class SliceWebhook(ServingPoller):
     name = "slice-webhook-stand-in"
 
     def __init__(self, plane: cp.ControlPlane, generation: topology.Generation, *, interval: float = 0.5) -> None:
@@ -153,21 +143,35 @@ class SliceWebhook(Poller):
         self.calls: list[tuple[str, str, str]] = []
         handler = type("Mutate", (_Mutate,), {"calls": self.calls, "generation": generation})
         self.address = host_address()
-        self._server = http.server.ThreadingHTTPServer((self.address, 0), handler)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self.port = self._server.server_address[1]
+        self.server = http.server.ThreadingHTTPServer((self.address, 0), handler)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
         self.ready = False  # the CA is in the configuration and the endpoint is published
+        self.paused = False
+        self._lock = threading.Lock()  # a pause waits for a reconcile under way
 
-    def start(self) -> None:
-        threading.Thread(target=self._server.serve_forever, name=self.name + "-server", daemon=True).start()
-        super().start()
+    def pause(self) -> None:
+        """The controller stops serving (a crash loop, a bad rollout): its Service is left with no
+        ready endpoint, so the API server fails every call of the fail-closed webhooks with "no
+        endpoints available for service" and refuses what they match."""
+        with self._lock:
+            self.paused, self.ready = True, False
+        path = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices/{WEBHOOK_SERVICE}-stand-in"
+        try:
+            self.plane.request("DELETE", path)
+        except cp.ApiError as err:
+            if err.status != 404:
+                raise
 
-    def stop(self) -> None:
-        super().stop()
-        self._server.shutdown()
-        self._server.server_close()
+    def resume(self) -> None:
+        self.paused = False
 
     def reconcile(self) -> None:
+        with self._lock:
+            if not self.paused:
+                self._reconcile()
+
+    def _reconcile(self) -> None:
         try:
             config = self.plane.request("GET", CONFIG_PATH)
         except cp.ApiError as err:

@@ -1,0 +1,149 @@
+"""Stand-in for the kubelet that runs the smoke-test Job's pod (kwok's pods have no process).
+
+kwok runs the pod (Pending to Running, tests/control_plane.py with `complete_jobs=False`); this
+loop ends it, as the kubelet ends a container:
+
+- `passing`: the pod succeeds the way kwok's pod-complete Stage makes a Job's pod succeed; the
+  script does not run (what the tests of tests/test_cluster_up.py rely on, said there).
+- `failing`: the script the cluster holds (the Job's ConfigMap, mounted by the pod) runs here with
+  the container's environment, its `SMOKE_BASE_URL` pointed at a stand-in gateway that answers
+  every request with vLLM's 404 for a model it does not serve (`{"error": {"message": "The model
+  `x` does not exist."}}`, pods/smoke_test.py `is_unknown_model_error`), which the script does not
+  retry. The container then ends as the kubelet ends it (k8s.io/kubernetes v1.36.3
+  pkg/kubelet/kuberuntime/kuberuntime_container.go `convertToKubeContainerStatus`): terminated
+  with the script's exit code and reason `Error` (the runtime's), and only when the container's
+  `terminationMessagePolicy` is `FallbackToLogsOnError` and the exit code is not 0, a message of
+  the log's last 80 lines, at most its last 2048 bytes (`readLastStringFromContainerLogs`,
+  pkg/kubelet/container/runtime.go `MaxContainerTerminationMessageLogLines`/`...LogLength`).
+
+What it cannot show: the script against a real gateway, the image's Python, the pod's security
+context and read-only root file system, a pod killed by its active deadline.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests import control_plane as cp
+from tests.standins.poller import JsonHandler, ServingPoller
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller's label on its pods
+LOG_LINES = 80  # pkg/kubelet/container/runtime.go MaxContainerTerminationMessageLogLines
+LOG_BYTES = 2048  # MaxContainerTerminationMessageLogLength
+FALLBACK = "FallbackToLogsOnError"
+
+
+class _WrongModel(JsonHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            model = json.loads(self.rfile.read(length) or b"{}").get("model", "")
+        except ValueError:
+            model = ""
+        self.send_json(
+            404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError", "code": 404}}
+        )
+
+
+def termination_message(log: str, policy: str | None, exit_code: int) -> str:
+    """What the kubelet writes as the terminated container's message (no termination-log file)."""
+    if policy != FALLBACK or exit_code == 0:
+        return ""
+    tail = "".join(log.splitlines(keepends=True)[-LOG_LINES:]).encode()
+    return tail[-LOG_BYTES:].decode(errors="replace")
+
+
+class SmokePods(ServingPoller):
+    """Ends each running pod of the Job `job` in `namespace`: passes it, or runs it against a wrong gateway."""
+
+    name = "smoke-pod-stand-in"
+
+    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str) -> None:
+        super().__init__(plane, interval=0.3)
+        self.namespace, self.job = namespace, job
+        self.failing = False
+        self.hold = False  # leave running pods running (an `up` waiting on the Job)
+        self.ended: list[tuple[str, int, str]] = []  # (pod, exit code, message)
+        self._done: set[str] = set()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WrongModel)
+        self._dir = Path(tempfile.mkdtemp(prefix="smoke-pod-", dir=plane.workdir))
+
+    def reconcile(self) -> None:
+        if self.hold:
+            return
+        pods = self.plane.request(
+            "GET",
+            f"/api/v1/namespaces/{self.namespace}/pods",
+            query={"labelSelector": f"{JOB_NAME_LABEL}={self.job}"},
+        )["items"]
+        for pod in pods:
+            uid = pod["metadata"]["uid"]
+            if uid in self._done or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            container = pod["spec"]["containers"][0]
+            code, log = self._execute(pod, container) if self.failing else (0, "")
+            message = termination_message(log, container.get("terminationMessagePolicy"), code)
+            self._end(pod, container, code, message)
+            self._done.add(uid)
+            self.ended.append((pod["metadata"]["name"], code, message))
+
+    def _execute(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
+        volume = next(v for v in pod["spec"]["volumes"] if v.get("configMap"))
+        config = self.plane.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/configmaps/{volume['configMap']['name']}"
+        )
+        script_name = container["command"][-1].rsplit("/", 1)[-1]
+        script = self._dir / script_name
+        script.write_text(config["data"][script_name])
+        env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        env["SMOKE_BASE_URL"] = f"http://127.0.0.1:{self.server.server_address[1]}"
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            env={**env, "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return done.returncode, done.stdout
+
+    def _end(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str) -> None:
+        now = pod["status"].get("startTime")
+        terminated: dict[str, Any] = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": now,
+            "finishedAt": now,
+        }
+        if message:
+            terminated["message"] = message
+        ready = {"type": "Ready", "status": "False", "reason": "PodCompleted" if code == 0 else "PodFailed"}
+        self.plane.request(
+            "PATCH",
+            f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/status",
+            {
+                "status": {
+                    "phase": "Succeeded" if code == 0 else "Failed",
+                    "conditions": [c for c in pod["status"].get("conditions") or [] if c["type"] != "Ready"] + [ready],
+                    "containerStatuses": [
+                        {
+                            "name": container["name"],
+                            "image": container["image"],
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "started": False,
+                            "state": {"terminated": terminated},
+                        }
+                    ],
+                }
+            },
+            content_type="application/merge-patch+json",
+        )
