@@ -137,7 +137,6 @@ class _Process:
     popen: subprocess.Popen[bytes]
     log: Path
     log_file: IO[bytes]
-    args: tuple[str, ...] = ()
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -276,32 +275,6 @@ class ControlPlane:
         # Reverse start order: kwok and the scheduler before the apiserver, etcd last.
         while self._processes:
             self._processes.pop().stop()
-
-    def restart_apiserver(self, down_seconds: float, timeout: float = 120.0) -> float:
-        """Stop kube-apiserver (SIGTERM, as a control-plane upgrade drains it), keep it down for
-        `down_seconds`, start it again with the same flags on the same port and etcd; the seconds
-        from the start until /readyz answers."""
-        index = next(i for i, p in enumerate(self._processes) if p.name == "kube-apiserver")
-        old = self._processes[index]
-        old.stop()
-        time.sleep(down_seconds)  # the outage itself is the fault being injected, not a wait for a condition
-        log_file = old.log.open("ab")
-        popen = subprocess.Popen(
-            [str(cache_dir() / "bin" / old.name), *old.args],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=self.workdir,
-            start_new_session=True,
-        )
-        self._processes[index] = _Process(old.name, popen, old.log, log_file, old.args)
-        started = time.monotonic()
-        self.wait_for(
-            "kube-apiserver /readyz after its restart",
-            lambda: _http_ok(f"{self.server}/readyz", self._context(), self.token),
-            timeout,
-        )
-        return time.monotonic() - started
 
 
 # --- simulated nodes -------------------------------------------------------------------------
@@ -500,7 +473,7 @@ def _start(plane: ControlPlane, name: str, args: Sequence[str]) -> _Process:
         cwd=plane.workdir,
         start_new_session=True,
     )
-    process = _Process(name, popen, log, log_file, tuple(args))
+    process = _Process(name, popen, log, log_file)
     plane._processes.append(process)
     return process
 
