@@ -56,6 +56,8 @@ Event = dict[str, Any]
 # The Kubernetes provider's switch to win server-side apply conflicts (pulumi-kubernetes
 # provider/pkg/await/await.go `patchForce`): the README's recovery after a hand edit.
 FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"
+UP = ("up", "--yes", "--skip-preview", "--policy-pack", "policy")
+DESTROY = ("destroy", "--yes", "--skip-preview")
 REFRESH = ("refresh", "--yes", "--skip-preview", "--expect-no-changes")
 CLEAR = ("refresh", "--yes", "--skip-preview", "--clear-pending-creates")  # the README's recovery after a kill
 Trigger = Callable[[Event], bool]
@@ -139,7 +141,7 @@ class Scenario:
         return done
 
     def up(self, *extra: str) -> Any:
-        return self.pulumi("up", "--yes", "--skip-preview", "--policy-pack", "policy", *extra)
+        return self.pulumi(*UP, *extra)
 
     def start(self, label: str, *args: str) -> tuple[subprocess.Popen[bytes], Path, Path]:
         events, out = self.base / f"{label}.events.jsonl", self.base / f"{label}.out"
@@ -288,7 +290,6 @@ Faults = Callable[["Scenario", "Stands"], None]
 class Stands:
     """What plays GKE and the cluster's controllers around one stack."""
 
-    running: ctl.Controllers
     webhook: slice_webhook.SliceWebhook
     smoke: smoke_pod.SmokePods
     namespace: str
@@ -325,7 +326,7 @@ def _run(engine: Engine, base: Path, stack: str, faults: Faults) -> Scenario:
             scenario = Scenario(ws, name=name, env=plane_env(engine, base, plane), plane=plane, base=base, kinds=kinds)
             scenario.pollers = [balancers, webhook, smoke, running]
             try:
-                faults(scenario, Stands(running, webhook, smoke, namespace))
+                faults(scenario, Stands(webhook, smoke, namespace))
                 _check_alive(*scenario.pollers)
             except Exception:  # kept for the tests: the outcomes so far still say what happened
                 scenario.error = traceback.format_exc()
@@ -337,13 +338,10 @@ def _run(engine: Engine, base: Path, stack: str, faults: Faults) -> Scenario:
 
 def _dev_faults(s: Scenario, stands: Stands) -> None:
     webhook, smoke, namespace = stands.webhook, stands.smoke, stands.namespace
-    up = ("up", "--yes", "--skip-preview", "--policy-pack", "policy")
-    destroy = ("destroy", "--yes", "--skip-preview")
-    clear = CLEAR
 
     # 1. Ctrl-C while Kueue's queues are being created; the next `up` converges.
-    outcome = s.interrupted("SIGINT up (queues)", up, signal.SIGINT, _done("create", 1, "ClusterQueue"))
-    s.recover(outcome, up)
+    outcome = s.interrupted("SIGINT up (queues)", UP, signal.SIGINT, _done("create", 1, "ClusterQueue"))
+    s.recover(outcome, UP)
     s.kinds |= {(r["apiVersion"], r["kind"]) for r in _kubernetes_resources(s.ws, s.name)}
 
     # 8a. Nothing that controllers and webhooks add to the live objects reads as drift.
@@ -358,14 +356,14 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     outcome = Outcome("smoke test fails", injected=True, faulted=failed)
     outcome.notes["serving kept"] = [key for key in s.labelled() if key.startswith(("LeaderWorkerSet ", "Deployment "))]
     s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-2")
-    s.recover(outcome, up)
+    s.recover(outcome, UP)
 
     # 1b. Ctrl-C while `up` waits for the smoke Job (a new run id replaces it); the next `up` converges.
     smoke.hold = True
     s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-3")
-    outcome = s.interrupted("SIGINT up (smoke Job await)", up, signal.SIGINT, _pre("Job", "create-replacement"))
+    outcome = s.interrupted("SIGINT up (smoke Job await)", UP, signal.SIGINT, _pre("Job", "create-replacement"))
     smoke.hold = False
-    s.recover(outcome, up)
+    s.recover(outcome, UP)
 
     # 4. The slice controller's webhook stops serving while the serving objects change.
     webhook.pause()
@@ -376,12 +374,12 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     outcome.notes["failed after seconds"] = time.monotonic() - started
     webhook.resume()
     s.plane.wait_for("the slice webhook served again", lambda: webhook.ready, 120)
-    s.recover(outcome, up)
+    s.recover(outcome, UP)
 
     # 7. Two `up` runs on one stack at once: the DIY backend's lock refuses the second.
     s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-4")
     smoke.hold = True
-    first, _events, out = s.start("concurrent up (first)", *up)
+    first, _events, out = s.start("concurrent up (first)", *UP)
     lock_dir = Path(s.ws.env["PULUMI_BACKEND_URL"].removeprefix("file://")) / ".pulumi" / "locks"
     s.plane.wait_for("the first up's lock", lambda: any(p.is_file() for p in lock_dir.rglob("*.json")), 120)
     second = s.up()
@@ -399,7 +397,7 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     # conflict, naming the field and who changed it; forcing takes the fields back (README).
     outcome.notes["plain up"] = s.up("--refresh")
     # The provider records the switch in its own inputs: a plain `up` after it sets it back.
-    s.recover(outcome, (*up, "--refresh"), up, forced=1)
+    s.recover(outcome, (*UP, "--refresh"), UP, forced=1)
 
     # 6. A protected stack: a mistaken destroy deletes nothing.
     before = s.labelled()
@@ -409,31 +407,29 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
 
     # The README's teardown, then a Ctrl-C in the middle of destroy; the next destroy finishes.
     _protection(s, "false")
-    outcome = s.interrupted("SIGINT destroy", destroy, signal.SIGINT, _done("delete", 10))
-    s.recover(outcome, destroy, up=False)
+    outcome = s.interrupted("SIGINT destroy", DESTROY, signal.SIGINT, _done("delete", 10))
+    s.recover(outcome, DESTROY, up=False)
 
     # 2. SIGKILL while the serving LeaderWorkerSets are being created: the README's recovery.
     _protection(s, "true")
-    outcome = s.interrupted("SIGKILL up (serving)", up, signal.SIGKILL, _pre("LeaderWorkerSet"))
-    s.recover(outcome, ("cancel", "--yes"), clear, up)
+    outcome = s.interrupted("SIGKILL up (serving)", UP, signal.SIGKILL, _pre("LeaderWorkerSet"))
+    s.recover(outcome, ("cancel", "--yes"), CLEAR, UP)
 
     # 6b. SIGKILL in the middle of destroy: the README's recovery, then destroy.
     _protection(s, "false")
-    outcome = s.interrupted("SIGKILL destroy", destroy, signal.SIGKILL, _done("delete", 10))
-    s.recover(outcome, ("cancel", "--yes"), clear, destroy, up=False)
+    outcome = s.interrupted("SIGKILL destroy", DESTROY, signal.SIGKILL, _done("delete", 10))
+    s.recover(outcome, ("cancel", "--yes"), CLEAR, DESTROY, up=False)
 
 
 def _second_family_faults(s: Scenario, stands: Stands) -> None:
     """JetStream on fixed v5e slices: no slice controller and no smoke Job, its own LWS and HTTP server."""
-    up = ("up", "--yes", "--skip-preview", "--policy-pack", "policy")
-    destroy = ("destroy", "--yes", "--skip-preview")
-    outcome = s.interrupted("jetstream: SIGINT up (serving)", up, signal.SIGINT, _done("create", 1, "LeaderWorkerSet"))
-    s.recover(outcome, up)
+    outcome = s.interrupted("jetstream: SIGINT up (serving)", UP, signal.SIGINT, _done("create", 1, "LeaderWorkerSet"))
+    s.recover(outcome, UP)
     s.kinds |= {(r["apiVersion"], r["kind"]) for r in _kubernetes_resources(s.ws, s.name)}
     s.recover(Outcome("jetstream: refresh right after up", injected=True), REFRESH)
     _protection(s, "false")
-    outcome = s.interrupted("jetstream: SIGKILL destroy", destroy, signal.SIGKILL, _done("delete", 5))
-    s.recover(outcome, ("cancel", "--yes"), CLEAR, destroy, up=False)
+    outcome = s.interrupted("jetstream: SIGKILL destroy", DESTROY, signal.SIGKILL, _done("delete", 5))
+    s.recover(outcome, ("cancel", "--yes"), CLEAR, DESTROY, up=False)
 
 
 def _protection(s: Scenario, value: str) -> None:
@@ -445,11 +441,6 @@ def _protection(s: Scenario, value: str) -> None:
         done = s.up("--policy-pack-config", "policy/teardown-config.json")
         if done.returncode != 0:
             raise cp.ControlPlaneError(f"the README's teardown `up` failed:\n{done.stdout[-3000:]}")
-
-
-def _job_uid(s: Scenario, namespace: str) -> str | None:
-    job = s.api.get("batch/v1", "Job", namespace, JOB_NAME)
-    return None if job is None else str(job["metadata"]["uid"])
 
 
 def _drift(s: Scenario, namespace: str) -> list[str]:
