@@ -80,6 +80,15 @@ COMPLETE_STAGE = "pod-complete.yaml"
 READY_STAGE = "pod-ready.yaml"
 # A gated pod (Network.gated) is made Ready only once the test has annotated it as served.
 SERVED_ANNOTATION = "tpu-slicing.test/served"
+# Ours, not kwok's: a Running pod whose Ready condition someone else set to False is made Ready
+# again. When a node's lease is older than the node lifecycle controller's grace period (50 s,
+# pkg/controller/nodelifecycle/config/v1alpha1/defaults.go:46 at k8s v1.36.3), the controller sets
+# Ready=False on the node's pods (pkg/controller/util/node/controller_utils.go:121 MarkPodsNotReady).
+# A real kubelet puts its own view back within a sync period (10 s,
+# pkg/kubelet/status/status_manager.go:209; needsReconcile, :1269); kwok's fast Stages only make
+# Pending pods Ready, so without this a simulated pod stayed unready for good after an API server
+# outage of that length.
+READY_AGAIN_STAGE = "pod-ready-again.yaml"
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ class _Process:
     popen: subprocess.Popen[bytes]
     log: Path
     log_file: IO[bytes]
+    args: tuple[str, ...] = ()
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -275,6 +285,31 @@ class ControlPlane:
         # Reverse start order: kwok and the scheduler before the apiserver, etcd last.
         while self._processes:
             self._processes.pop().stop()
+
+    def restart_apiserver(self, down_seconds: float, timeout: float = 120.0) -> float:
+        """Stop kube-apiserver (SIGTERM, as a control-plane upgrade drains it), keep it down for
+        `down_seconds`, start it again with the same flags on the same port and etcd. Returns the
+        monotonic time at which /readyz answered again."""
+        index = next(i for i, p in enumerate(self._processes) if p.name == "kube-apiserver")
+        old = self._processes[index]
+        old.stop()
+        time.sleep(down_seconds)  # the outage is the fault being injected, not a wait for a condition
+        log_file = old.log.open("ab")
+        popen = subprocess.Popen(
+            [str(cache_dir() / "bin" / old.name), *old.args],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            start_new_session=True,
+        )
+        self._processes[index] = _Process(old.name, popen, old.log, log_file, old.args)
+        self.wait_for(
+            "kube-apiserver /readyz after its restart",
+            lambda: _http_ok(f"{self.server}/readyz", self._context(), self.token),
+            timeout,
+        )
+        return time.monotonic()
 
 
 # --- simulated nodes -------------------------------------------------------------------------
@@ -473,7 +508,7 @@ def _start(plane: ControlPlane, name: str, args: Sequence[str]) -> _Process:
         cwd=plane.workdir,
         start_new_session=True,
     )
-    process = _Process(name, popen, log, log_file)
+    process = _Process(name, popen, log, log_file, tuple(args))
     plane._processes.append(process)
     return process
 
@@ -498,29 +533,75 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None 
         return False
 
 
-def _gated_stages(workdir: Path, stages: list[Path], gated: tuple[str, tuple[str, ...]]) -> list[Path]:
-    """kwok's pod-ready Stage split in two: as it is for every pod but the gated ones, and for those
-    only once they carry SERVED_ANNOTATION. Both are kwok's own Stage with one selector added."""
-    label, values = gated
-    key = f'.metadata.labels["{label}"]'
-    out = []
-    for stage in stages:
-        if stage.name != READY_STAGE:
-            out.append(stage)
+def _ready_again_stage() -> dict[str, Any]:
+    """READY_AGAIN_STAGE: a Running, undeleted pod whose Ready condition is not True gets Ready and
+    ContainersReady back, by strategic merge on the status (conditions merge by type, so nothing
+    else the pod's status holds changes, startTime and container states included)."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "pod-ready-again"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "NotIn",
+                        "values": ["True"],
+                    },
+                ]
+            },
+            "next": {
+                "patches": [
+                    {
+                        "subresource": "status",
+                        "root": "status",
+                        "type": "strategic",
+                        "template": "{{ $now := Now }}\n"
+                        "conditions:\n"
+                        '- type: Ready\n  status: "True"\n  lastTransitionTime: {{ $now | Quote }}\n'
+                        '- type: ContainersReady\n  status: "True"\n  lastTransitionTime: {{ $now | Quote }}\n',
+                    }
+                ]
+            },
+        },
+    }
+
+
+def _stages(workdir: Path, complete_jobs: bool, network: Network | None) -> list[Path]:
+    """kwok's fast Stages (without pod-complete unless `complete_jobs`), READY_AGAIN_STAGE, and, on a
+    plane with gated pods, each pod-ready Stage split in two: as it is for every pod but the gated
+    ones, and for those only once they carry SERVED_ANNOTATION (one selector added to each)."""
+    folder = workdir / "kwok-stages"
+    folder.mkdir(exist_ok=True)
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for stage in sorted((cache_dir() / "share" / "kwok-stages").glob("*.yaml")):
+        if stage.name == COMPLETE_STAGE and not complete_jobs:
             continue
-        ready = yaml.safe_load(stage.read_text())
-        served = copy.deepcopy(ready)
-        ready["spec"]["selector"]["matchExpressions"].append({"key": key, "operator": "NotIn", "values": list(values)})
-        served["metadata"]["name"] = "pod-ready-when-served"
-        served["spec"]["selector"]["matchExpressions"] += [
-            {"key": key, "operator": "In", "values": list(values)},
-            {"key": f'.metadata.annotations["{SERVED_ANNOTATION}"]', "operator": "Exists"},
-        ]
-        for name, document in (("pod-ready.yaml", ready), ("pod-ready-when-served.yaml", served)):
-            path = workdir / "kwok-stages" / name
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(yaml.safe_dump(document, sort_keys=False))
-            out.append(path)
+        documents.append((stage.name, yaml.safe_load(stage.read_text())))
+    documents.append((READY_AGAIN_STAGE, _ready_again_stage()))
+    out = []
+    for name, document in documents:
+        if network is not None and name in (READY_STAGE, READY_AGAIN_STAGE):
+            label, values = network.gated
+            key = f'.metadata.labels["{label}"]'
+            served = copy.deepcopy(document)
+            document["spec"]["selector"]["matchExpressions"].append(
+                {"key": key, "operator": "NotIn", "values": list(values)}
+            )
+            served["metadata"]["name"] += "-when-served"
+            served["spec"]["selector"]["matchExpressions"] += [
+                {"key": key, "operator": "In", "values": list(values)},
+                {"key": f'.metadata.annotations["{SERVED_ANNOTATION}"]', "operator": "Exists"},
+            ]
+            served_name = name.removesuffix(".yaml") + "-when-served.yaml"
+            (folder / served_name).write_text(yaml.safe_dump(served, sort_keys=False))
+            out.append(folder / served_name)
+        (folder / name).write_text(yaml.safe_dump(document, sort_keys=False))
+        out.append(folder / name)
     return out
 
 
@@ -630,11 +711,7 @@ def _start_once(
             "kube-scheduler",
             [f"--kubeconfig={scheduler_config}", "--leader-elect=false", "--secure-port=0", "--v=1"],
         )
-        stages = sorted((cache_dir() / "share" / "kwok-stages").glob("*.yaml"))
-        if not complete_jobs:
-            stages = [stage for stage in stages if stage.name != COMPLETE_STAGE]
-        if network is not None:
-            stages = _gated_stages(workdir, stages, network.gated)
+        stages = _stages(workdir, complete_jobs, network)
         _start(
             plane,
             "kwok",

@@ -169,6 +169,41 @@ def test_real_scheduler_binds_a_tpu_pod_and_kwok_runs_it(plane: cp.ControlPlane,
     assert f"{tpu_nodes} node(s) had untolerated taint" in refused["message"], refused["message"]
 
 
+def test_a_running_pod_marked_not_ready_by_the_node_controller_is_ready_again(plane: cp.ControlPlane) -> None:
+    """After an API server outage longer than the node grace period the node lifecycle controller
+    sets Ready=False on every pod of the node (MarkPodsNotReady, a status update); a kubelet puts
+    Ready back once it syncs, and so must the simulated one (READY_AGAIN_STAGE), leaving the rest
+    of the status as it was."""
+    plane.ensure_namespace(NAMESPACE)
+    plane.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", _tpu_pod("marked-not-ready"))
+    running = plane.wait_for(
+        "the pod Running and Ready",
+        lambda: (
+            (p := _pod(plane, "marked-not-ready"))["status"].get("phase") == "Running"
+            and _condition(p, "Ready").get("status") == "True"
+            and p
+        ),
+    )
+    status = running["status"]
+    marked = dict(running)
+    # As MarkPodsNotReady writes it (controller_utils.go:139): the Ready condition False, nothing else.
+    marked["status"] = {
+        **status,
+        "conditions": [
+            {**c, "status": "False", "lastTransitionTime": None} if c["type"] == "Ready" else c
+            for c in status["conditions"]
+        ],
+    }
+    plane.request("PUT", f"/api/v1/namespaces/{NAMESPACE}/pods/marked-not-ready/status", marked)
+    again = plane.wait_for(
+        "the pod Ready again",
+        lambda: _condition(p := _pod(plane, "marked-not-ready"), "Ready").get("status") == "True" and p,
+    )
+    assert again["status"]["startTime"] == status["startTime"]
+    assert again["status"]["containerStatuses"] == status["containerStatuses"]
+    assert again["status"]["podIP"] == status["podIP"]
+
+
 def _crd_files(dev: StackConfig) -> list[Path]:
     root = crd_root()
     if root is None:

@@ -1,10 +1,10 @@
 """Faults survived: interrupted, killed, failing and concurrent `pulumi up` and `pulumi destroy`,
-a webhook that stops serving, a failing smoke test and hand-made drift, each
+an API server restart, a webhook that stops serving, a failing smoke test and hand-made drift, each
 followed by the recovery the README's Troubleshooting gives, then a check that the API server, the
 state and the program agree.
 
 Real, as in tests/test_cluster_up.py: the `pulumi` CLI and engine, its DIY (file) backend and its
-lock, the Kubernetes provider; etcd, kube-apiserver,
+lock, the Kubernetes provider; etcd, kube-apiserver (stopped and started again on the same etcd),
 kube-controller-manager, kube-scheduler, kwok; Kueue, JobSet and LWS out of cluster. Signals go
 where a person or a CI runner sends them: SIGINT to the CLI's process group (a terminal's Ctrl-C;
 the CLI starts its plugins in groups of their own, sdk/go/common/util/cmdutil/child_unix.go
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -52,6 +53,9 @@ from workloads.smoke_job import JOB_NAME
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 FAULT_TIMEOUT = 600.0  # the most any one faulted or recovering run may take before the test kills it
+# A GKE zonal control-plane upgrade leaves the API server unreachable for minutes; a bounded 15 s
+# here, plus its own restart time, is enough to come near the node grace period (50 s).
+APISERVER_DOWN = 15.0
 Event = dict[str, Any]
 # The Kubernetes provider's switch to win server-side apply conflicts (pulumi-kubernetes
 # provider/pkg/await/await.go `patchForce`): the README's recovery after a hand edit.
@@ -399,6 +403,26 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     # The provider records the switch in its own inputs: a plain `up` after it sets it back.
     s.recover(outcome, (*UP, "--refresh"), UP, forced=1)
 
+    # 3. The API server restarts (a control-plane upgrade) while `up` waits for the smoke Job.
+    s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-5")
+    smoke.hold = True
+    old = _job_uid(s, namespace)
+    process, _events, out = s.start("apiserver restart", *UP)
+    s.plane.wait_for(
+        "the up to create the new smoke Job",
+        lambda: process.poll() is not None or _job_uid(s, namespace) not in (None, old),
+        FAULT_TIMEOUT,
+    )
+    outcome = Outcome("API server restart during up", injected=process.poll() is None)
+    stopped = time.monotonic()
+    back = s.plane.restart_apiserver(down_seconds=APISERVER_DOWN)
+    outcome.notes["apiserver unreachable for seconds"] = back - stopped
+    smoke.hold = False
+    _finish(process, time.monotonic() + FAULT_TIMEOUT)
+    outcome.faulted = Finished(process.returncode, out.read_text(errors="replace"))
+    outcome.notes["settled after seconds"] = _settled(s, time.time()) - back
+    s.recover(outcome, UP)
+
     # 6. A protected stack: a mistaken destroy deletes nothing.
     before = s.labelled()
     outcome = Outcome("destroy of a protected stack", injected=True, faulted=s.pulumi("destroy", "--yes"))
@@ -441,6 +465,49 @@ def _protection(s: Scenario, value: str) -> None:
         done = s.up("--policy-pack-config", "policy/teardown-config.json")
         if done.returncode != 0:
             raise cp.ControlPlaneError(f"the README's teardown `up` failed:\n{done.stdout[-3000:]}")
+
+
+def _job_uid(s: Scenario, namespace: str) -> str | None:
+    job = s.api.get("batch/v1", "Job", namespace, JOB_NAME)
+    return None if job is None else str(job["metadata"]["uid"])
+
+
+def _settled(s: Scenario, since: float) -> float:
+    """Wait until the plane is past an API server outage; the monotonic time it was.
+
+    An outage longer than the node grace period lets the node lifecycle controller mark the nodes
+    Unknown and their pods unready; the simulated kubelets then renew their leases and put Ready
+    back (tests/control_plane.py READY_AGAIN_STAGE). Settled: every node Ready with a Lease renewed
+    after `since` (wall clock; renewTime is a MicroTime, so no rounding), every Running pod Ready."""
+
+    def check() -> bool:
+        nodes = s.plane.request("GET", "/api/v1/nodes")["items"]
+        leases = {
+            lease["metadata"]["name"]: lease["spec"].get("renewTime") or ""
+            for lease in s.plane.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")[
+                "items"
+            ]
+        }
+        for node in nodes:
+            name = node["metadata"]["name"]
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+            renewed = leases.get(name)
+            if not ready or not renewed or _micro_time(renewed) <= since:
+                return False
+        pods = s.plane.request("GET", "/api/v1/pods")["items"]
+        return all(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+            for p in pods
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        )
+
+    s.plane.wait_for("nodes and pods Ready after the API server restart", lambda: check() or None, FAULT_TIMEOUT)
+    return time.monotonic()
+
+
+def _micro_time(text: str) -> float:
+    """A metav1.MicroTime (RFC 3339 with microseconds, UTC) as seconds since the epoch."""
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
 
 
 def _drift(s: Scenario, namespace: str) -> list[str]:
@@ -629,9 +696,20 @@ def test_drift_by_hand_is_shown_by_preview_refresh_and_restored_by_up_refresh(de
     _agreed(o)
 
 
+def test_an_api_server_restart_during_up_converges(dev: Scenario) -> None:
+    """The provider's Job await rides out the outage (client-go retries its watch) or, if the
+    outage outlasts a request, `up` fails naming the connection; either way the next `up` converges."""
+    o = _outcome(dev, "API server restart during up")
+    assert o.injected, f"the up finished before the restart:\n{o.faulted.stdout[-3000:]}"
+    out = o.faulted.stdout + o.faulted.stderr
+    assert o.faulted.returncode == 0 or "connection refused" in out, out[-3000:]
+    print(f"\nAPI server restart: {', '.join(f'{k} {v:.0f}' for k, v in o.notes.items())}")  # with -s
+    _agreed(o)
+
+
 def test_every_fault_was_injected_and_reported(dev: Scenario) -> None:
     table = report(dev.outcomes)
-    assert len(dev.outcomes) == 11, table
+    assert len(dev.outcomes) == 12, table
     assert all(o.injected for o in dev.outcomes), table
 
 
