@@ -54,3 +54,7 @@ pulumi.export("endpoint", cluster.cluster.endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodePools", [pool.name for pool in tpu_pools.pools])
 pulumi.export("totalChips", nodes.chips)
+if controllers.required:
+    # controllers.install false: the program neither upgrades nor reads the platform team's
+    # controllers, so the versions it was written for are an output a version change shows in.
+    pulumi.export("platformControllers", controllers.required)

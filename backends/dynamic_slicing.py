@@ -55,9 +55,8 @@ def dynamic_slicing(base: Foundation, allowances: Sequence[Allowance]) -> Founda
             slice_controller=slice_controller,
         ),
     )
-    priority = dict(config.kueue.priorities.items())
     checks = [
-        SliceCheck(name, cfg.topology, replicas, names.priority_class(level, priority[level]))
+        SliceCheck(name, cfg.topology, replicas, names.priority_class(level))
         for name, cfg, replicas, level in (
             ("subslicing-check", config.checks.subslicing, config.checks.subslicing.replicas, "low"),
             ("superslicing-check", config.checks.superslicing, 1, "medium"),

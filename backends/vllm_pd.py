@@ -76,7 +76,6 @@ def deploy(base: Foundation) -> Served:
     # Validated: vllm-pd runs on the dynamic-slicing platform and reads its weights from a bucket.
     assert queues is not None and slice_controller is not None and policies is not None
     assert model.weights_bucket is not None
-    priority = dict(config.kueue.priorities.items())
     access = ModelAccess(
         "model-access",
         ModelAccessArgs(
@@ -137,7 +136,7 @@ def deploy(base: Foundation) -> Served:
             bucket=model.weights_bucket,
             log_level=serving.vllm.log_level,
             local_queue=LOCAL_QUEUE,
-            priority_class=names.priority_class("high", priority["high"]),
+            priority_class=names.priority_class("high"),
             roles=_roles(base),
             hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
             # TPU consumers: after the pools (so destroyed before them), the slice
@@ -165,8 +164,11 @@ def deploy(base: Foundation) -> Served:
                 # The controllers' charts are not what it tests: a Kueue, JobSet or LWS upgrade is
                 # an in-place Helm upgrade that leaves every serving object as it is, and must not
                 # replace the Job (tests/test_cluster_up_installed.py found the needless re-run).
+                # Nor is the number of groups: a scale-up's new groups enter the picker's pool only
+                # once their readiness probes pass, and a scale-down leaves groups already tested,
+                # so a replica change re-ran the Job for nothing (the README's Operations recipes).
                 serving_spec=[
-                    serving.model_dump(mode="json"),
+                    serving.model_dump(mode="json", exclude={"prefill": {"replicas"}, "decode": {"replicas"}}),
                     versions.model_dump(mode="json", exclude=set(CONTROLLER_CHARTS)),
                 ],
                 depends_on=[pd, router, slice_controller],

@@ -92,11 +92,14 @@ class Controllers(pulumi.ComponentResource):
     """
 
     releases: dict[str, kubernetes.helm.v3.Release]
+    # Release name -> version the platform team must run (controllers.install false), else empty.
+    required: dict[str, str]
 
     def __init__(self, name: str, args: ControllersArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:k8s:Controllers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         wanted = dict(args.versions) if args.install else {}
+        self.required = {} if args.install else dict(sorted(args.versions.items()))
         self.releases = {}
         for release in sorted(wanted, key=lambda r: r == KUEUE.release):  # Kueue last
             before = [self.releases[r] for r in self.releases] if release == KUEUE.release else []

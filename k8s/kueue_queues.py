@@ -153,7 +153,7 @@ class KueueQueues(pulumi.ComponentResource):
                 {
                     "apiVersion": KUEUE_API,
                     "kind": "WorkloadPriorityClass",
-                    "metadata": _metadata(names.priority_class(level, value)),
+                    "metadata": _metadata(names.priority_class(level)),
                     # WorkloadPriorityClass keeps value and description at the top level.
                     "value": value,
                     "description": f"{level.capitalize()} priority TPU workloads",

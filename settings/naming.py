@@ -95,8 +95,13 @@ class Names:
     def cluster_queue(self) -> str:
         return f"{self.prefix}-tpu"
 
-    def priority_class(self, level: str, value: int) -> str:
-        return f"{self.prefix}-{level}-{value}"
+    def priority_class(self, level: str) -> str:
+        # By level, not value: Kueue's LWS webhook copies the class name into both pod templates
+        # (pkg/controller/jobs/leaderworkerset/leaderworkerset_webhook.go:114 at v0.19.2), so a
+        # new name restarted every serving group; a new value is an in-place update, which Kueue's
+        # WorkloadPriorityClass reconciler carries to every Workload of the class
+        # (pkg/controller/core/workloadpriorityclass_controller.go:94-116).
+        return f"{self.prefix}-{level}"
 
     def limits(self, pool_keys: Sequence[str]) -> list[tuple[str, str, int]]:
         """(what, name, limit) for every derived name, with the longest variants."""
@@ -115,7 +120,7 @@ class Names:
             ("node service account", self.node_service_account, SERVICE_ACCOUNT_LIMIT),
             ("Saxml service account", self.sax_account, SERVICE_ACCOUNT_LIMIT),
             ("Kueue topology", self.kueue_topology, K8S_NAME_LIMIT),
-            ("priority class", self.priority_class("medium", 2_000_000_000), K8S_NAME_LIMIT),
+            ("priority class", self.priority_class("medium"), K8S_NAME_LIMIT),
         ]
 
     def gcp_names(self, pool_keys: Sequence[str]) -> list[str]:

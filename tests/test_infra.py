@@ -249,6 +249,18 @@ def test_an_explicit_version_pin_is_sent_and_tracked(run_dev: DevRunner) -> None
     assert cluster.ignore_changes == []
 
 
+def test_a_minor_upgrade_moves_the_control_plane_and_no_node_pool(run_dev: DevRunner) -> None:
+    """The README's GKE minor recipe: a new pin changes the cluster's minMasterVersion and nothing
+    else; no pool carries a version, so the TPU pools wait for GKE (held by the exclusion)."""
+    before = run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
+    after = run_dev({"cluster": {"version": "1.37.0-gke.1000000"}})
+    assert after.one(CLUSTER).get("minMasterVersion") == "1.37.0-gke.1000000"
+    was = {r.urn: r.inputs for r in before.resources}
+    assert was.keys() == {r.urn for r in after.resources}
+    assert [r.urn for r in after.resources if r.inputs != was[r.urn]] == [after.one(CLUSTER).urn]
+    assert all(pool.get("version") is None for pool in after.of_type(POOL))
+
+
 def test_the_chosen_version_honours_the_prefix(run_dev: DevRunner) -> None:
     plan = run_dev({"cluster": {"versionPrefix": "1.36.0-gke."}})
     assert plan.one(CLUSTER).get("minMasterVersion") == "1.36.0-gke.3712000"

@@ -157,7 +157,22 @@ def test_kueue_topology_flavor_check_and_priorities(dev_plan: PlanResult) -> Non
     }
     assert dev_plan.one(KUEUE + "AdmissionCheck").get("spec.controllerName") == "accelerator.gke.io/slice"
     priorities = {p.get("metadata.name"): p.get("value") for p in dev_plan.of_type(KUEUE + "WorkloadPriorityClass")}
-    assert priorities == {"dev-low-1000": 1000, "dev-medium-2000": 2000, "dev-high-3000": 3000}
+    assert priorities == {"dev-low": 1000, "dev-medium": 2000, "dev-high": 3000}
+
+
+def test_a_new_priority_value_updates_its_class_in_place_and_leaves_the_workloads_alone(
+    dev_plan: PlanResult, run_dev: DevRunner
+) -> None:
+    """Kueue's LWS webhook copies the class name into the pod templates, so a name that carried
+    the value restarted every serving group when the value moved (the README's Operations)."""
+    raised = run_dev({"kueue": {"priorities": {"high": 3500}}})
+    before = {p.name: p for p in dev_plan.of_type(KUEUE + "WorkloadPriorityClass")}
+    after = {p.name: p for p in raised.of_type(KUEUE + "WorkloadPriorityClass")}
+    assert before.keys() == after.keys()
+    assert after["priority-high"].get("metadata.name") == before["priority-high"].get("metadata.name") == "dev-high"
+    assert after["priority-high"].get("value") == 3500
+    lws = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+    assert [r.inputs for r in raised.of_type(lws)] == [r.inputs for r in dev_plan.of_type(lws)]
 
 
 def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: DevRunner) -> None:
@@ -191,7 +206,7 @@ def jobset(plan: PlanResult, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "case",
-    [("subslicing-check", "2x2x2", 6, 2, "dev-low-1000"), ("superslicing-check", "4x4x8", 1, 32, "dev-medium-2000")],
+    [("subslicing-check", "2x2x2", 6, 2, "dev-low"), ("superslicing-check", "4x4x8", 1, 32, "dev-medium")],
 )
 def test_check_jobsets(checks_plan: PlanResult, case: tuple[str, str, int, int, str]) -> None:
     name, topology, replicas, pods, priority = case
@@ -345,6 +360,19 @@ def test_controllers_already_installed_means_no_release_and_nothing_else_changes
     assert {r.urn for r in shared.resources} == {r.urn for r in dev_plan.resources} - releases
     # Nothing waits for a release that is not there.
     assert not [r.urn for r in shared.resources if set(r.dependencies) & releases]
+
+
+def test_controllers_already_installed_show_the_versions_the_platform_team_must_run(
+    dev_plan: PlanResult, run_dev: Any
+) -> None:
+    """In a shared cluster a version bump changes no object: the platformControllers output is
+    where `pulumi preview` shows it (the README's "Operations" recipe)."""
+    assert "platformControllers" not in dev_plan.outputs
+    shared = run_dev({"controllers": {"install": False}})
+    assert shared.outputs["platformControllers"].value == {"jobset": "0.12.0", "kueue": "0.19.2", "lws": "v0.8.0"}
+    bumped = run_dev({"controllers": {"install": False}, "versions": {"kueue": "0.19.3"}})
+    assert bumped.outputs["platformControllers"].value["kueue"] == "0.19.3"
+    assert {r.urn: r.inputs for r in bumped.resources} == {r.urn: r.inputs for r in shared.resources}
 
 
 # --- controllers.chartRegistry: where the charts are pulled from ---------------------------------------------

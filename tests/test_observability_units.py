@@ -79,7 +79,7 @@ def vllm_lws(role: str) -> dict[str, Any]:
         bucket="weights",
         log_level="INFO",
         local_queue="tpu",
-        priority_class="dev-high-3000",
+        priority_class="dev-high",
         roles=plans,
         hf_token=None,
     )

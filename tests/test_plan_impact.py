@@ -118,7 +118,7 @@ def test_subslicing_check_moves_the_decode_group(clone: Clone, tmp_path: Path) -
     assert f"**{len(report['added'])} to add, " in text
     # The JobSet with its shape, replicas and priority, and its YAML folded.
     (jobset,) = [line for line in lines if line.startswith(f"- `+` `{JOBSET}`")]
-    assert "shape=2x2x2" in jobset and "replicas=4" in jobset and "priority=dev-low-1000" in jobset
+    assert "shape=2x2x2" in jobset and "replicas=4" in jobset and "priority=dev-low" in jobset
     assert "<details><summary>YAML of <code>subslicing-check</code>" in text
     # Impact: chips 64 -> 96 of 128; the decode group moves from cube 0 to cube 1.
     assert "| TPU chips in use | 64 of 128 | 96 of 128 |" in text

@@ -76,7 +76,7 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
     meta = body["metadata"]
     assert meta["name"] == f"vllm-{role}" and meta["namespace"] == NAMESPACE
     assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "tpu"
-    assert meta["labels"]["kueue.x-k8s.io/priority-class"] == "dev-high-3000"
+    assert meta["labels"]["kueue.x-k8s.io/priority-class"] == "dev-high"
     assert meta["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-tpu-slice"
     spec = body["spec"]
     assert spec["replicas"] == 4
@@ -333,7 +333,10 @@ FINGERPRINT = "tpu-slicing/serving-fingerprint"
     [
         ({"serving": {"smokeTest": {"runId": "retry-2"}}}, True),  # an explicit new run
         ({"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.1"}}, True),  # an image it tests
-        ({"serving": {"decode": {"replicas": 3}}}, True),  # the serving spec
+        ({"serving": {"model": {"parametersBillions": 300}}}, True),  # the serving spec
+        ({"serving": {"vllm": {"maxNumSeqs": 256}}}, True),
+        ({"serving": {"decode": {"replicas": 3}}}, False),  # capacity only: new groups serve once Ready
+        ({"serving": {"prefill": {"replicas": 5}}}, False),
         ({"observability": {"dashboard": False}}, False),  # nothing the test exercises
         ({"versions": {"kueue": "0.19.1"}}, False),  # a controller chart: an in-place Helm upgrade
         ({"versions": {"lws": "v0.9.0"}}, False),
