@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ import pytest
 
 from tests import control_plane as cp
 from tests import controllers as ctl
+from tests import operations
 from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gcp_provider as gcp_standin
 from tests.standins import gke_addons, gke_auth_plugin, slice_admission, slice_webhook
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tes
 PROJECT_ID = "my-tpu-project"
 TOKEN = "hf_clusterUpTestToken0123456789"
 PART_OF = "app.kubernetes.io/part-of=tpu-slicing"
+UP = ("up", "--yes", "--skip-preview", "--policy-pack", "policy")
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,17 @@ class Case:
     bump: tuple[str, str]  # an image to change: --path key, new value
     bumped_kind: str  # the kind whose pod template carries that image
     also: tuple[tuple[str, str], ...] = ()  # keys that change with it (one llm-d release: picker and sidecar)
+    recipes: tuple[operations.Recipe, ...] = ()  # day-2 changes applied after the bump (tests/operations.py)
 
 
 CASES = {
-    "dev": Case("dev", {}, ("versions.vllmImage", "docker.io/vllm/vllm-tpu:v0.26.1"), "LeaderWorkerSet"),
+    "dev": Case(
+        "dev",
+        {},
+        ("versions.vllmImage", "docker.io/vllm/vllm-tpu:v0.26.1"),
+        "LeaderWorkerSet",
+        recipes=operations.DEV_RECIPES,
+    ),
     "dev-checks": Case(
         "dev",
         {"checks.subslicing.enabled": "true", "checks.superslicing.enabled": "true"},
@@ -98,6 +108,7 @@ class Record:
     slices: list[str] = field(default_factory=list)  # GKE's Slice objects after up (the slice stand-in's)
     slices_left: list[str] = field(default_factory=list)  # and after destroy
     labelled_left: list[str] = field(default_factory=list)
+    recipes: list[operations.RecipeRun] = field(default_factory=list)
 
 
 class Api:
@@ -251,6 +262,27 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
                             resource["apiVersion"], resource["kind"], resource["namespace"], resource["name"]
                         )
                         record.bumped_images |= set(_images(live or {}))
+
+            if bumped.returncode == 0 and case.recipes:
+                target = operations.Stack(
+                    pulumi=lambda *args: ws.pulumi(*args, "--stack", name, check=False, extra_env=env),
+                    stack_file=ws.root / f"Pulumi.{name}.yaml",
+                    name=name,
+                    plane=plane,
+                    namespace=config.serving.namespace,
+                    secrets=[TOKEN],
+                )
+                for recipe in case.recipes:
+                    started = time.monotonic()
+                    try:
+                        record.recipes.append(operations.apply(target, recipe, UP))
+                    except Exception:  # kept for the recipe test; the lifecycle's teardown still runs
+                        record.recipes.append(operations.RecipeRun(recipe, error=traceback.format_exc()))
+                        break
+                    finally:
+                        record.seconds[f"recipe: {recipe.name}"] = time.monotonic() - started
+                    running.check_alive()
+                    webhook.check()
 
             # The README's teardown, then destroy.
             for key in ("cluster.deletionProtection", "cluster.protect"):
@@ -478,6 +510,14 @@ def test_an_image_bump_is_an_in_place_update(lifecycle: Record) -> None:
     assert all(op in REPLACING and RERUN_ON_CHANGE in urn for op, urn in others), others
     _ok(lifecycle, "bump up")
     assert lifecycle.case.bump[1] in lifecycle.bumped_images
+
+
+def test_day_two_recipes_do_what_the_readme_says(lifecycle: Record) -> None:
+    """Each recipe of the README's "Operations", applied to the stack after its image bump."""
+    print("\n" + operations.table(lifecycle.recipes))  # the closing note's figures, with -s
+    found = {run.recipe.name: operations.problems(run) for run in lifecycle.recipes}
+    assert {name: p for name, p in found.items() if p} == {}
+    assert [run.recipe for run in lifecycle.recipes] == list(lifecycle.case.recipes)
 
 
 def test_destroy_removes_everything_the_stack_created(lifecycle: Record) -> None:

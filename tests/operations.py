@@ -1,0 +1,328 @@
+"""Day-2 operations (the README's "Operations" recipes) applied to a stack that is already up.
+
+Each recipe is the config edit a platform engineer makes in a pull request. The runner applies it
+to the stack that tests/test_cluster_up.py's lifecycle has up on the local plane, with the real
+engine, and records what a reviewer and the cluster would see:
+- what `make diff` says (the offline plan of the stack file before and after the edit, through
+  plan/document.py's diff report, as `python -m plan diff` makes it);
+- what `pulumi preview` plans, by operation and kind;
+- the wall time of the `up`, and which serving pods kept running (same UID) or were replaced;
+- whether a second `up` is a no-op, and whether the token ever shows in the preview or the state.
+
+The expectations live with the recipe and are the README's words as data; the tests in
+tests/test_cluster_up.py compare each run with them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests import control_plane as cp
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
+SETTLE_TIMEOUT = 300.0
+# A replacement shows in `preview --json` as up to three steps of one URN.
+REPLACING = {"replace", "create-replacement", "delete-replaced"}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One day-2 change and what the README says it does.
+
+    `planned`: the preview's operations, as (operation, kind, resource name) with replacements
+    folded into "replace". `restarts`: the LeaderWorkerSets whose running pods are replaced (all
+    other serving pods keep their UIDs). `tpu_cost`: the first words of `make diff`'s headline, or
+    "No changes." when the offline plan sees none (a secret's new value is masked)."""
+
+    name: str
+    config: tuple[tuple[str, str], ...] = ()
+    secret: tuple[tuple[str, str], ...] = ()
+    planned: tuple[tuple[str, str, str], ...] = ()
+    restarts: tuple[str, ...] = ()
+    tpu_cost: str = ""
+    outputs: tuple[str, ...] = ()  # stack outputs the up changes
+    # Every Kueue Workload in the namespace ends with this priority (Kueue's own reconciliation).
+    workload_priority: int | None = None
+
+
+@dataclass
+class RecipeRun:
+    recipe: Recipe
+    planned: list[tuple[str, str, str]] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)
+    diff: dict[str, Any] = field(default_factory=dict)
+    preview: Any = None
+    up: Any = None
+    seconds: float = 0.0
+    settled: str = ""  # empty when every LeaderWorkerSet settled, else what was missing
+    kept: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    again: Any = None
+    leaked: list[str] = field(default_factory=list)  # where a secret showed in plain text or base64
+    error: str = ""  # the runner's own failure (a traceback), which stops the later recipes
+
+
+def _step(step: Mapping[str, Any]) -> tuple[str, str, str]:
+    # urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>
+    _stack, _project, types, name = step["urn"].split("::", 3)
+    kind = types.rsplit("$", 1)[-1].rsplit(":", 1)[-1]
+    return ("replace" if step["op"] in REPLACING else step["op"], kind, name)
+
+
+def planned_steps(preview: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The preview's changes, one per resource, Stack and components left out (they carry no state)."""
+    found = {_step(s) for s in preview.get("steps") or [] if s["op"] != "same"}
+    return sorted(s for s in found if s[1] not in ("Stack",) and not s[1][0].islower())
+
+
+def offline_document(stack_file: Path, stack: str) -> dict[str, Any]:
+    """The offline plan of a stack file, as `make plan`/`make diff` make it (secrets masked)."""
+    from plan import document
+    from plan import engine as offline
+    from settings.loader import load
+
+    raw, secret_keys = offline.read_stack_config(stack_file)
+    config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
+    return document.document(offline.run(raw, stack=stack, secret_keys=secret_keys), config)
+
+
+def serving_pods(plane: cp.ControlPlane, namespace: str) -> dict[str, str]:
+    """'<lws> group <g> worker <w>' -> pod UID, for the running (undeleted) pods of every LWS."""
+    pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": LWS_NAME})["items"]
+    found = {}
+    for pod in pods:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        labels = pod["metadata"]["labels"]
+        found[f"{labels[LWS_NAME]} group {labels[LWS_GROUP]} worker {labels.get(LWS_WORKER, '0')}"] = pod["metadata"][
+            "uid"
+        ]
+    return found
+
+
+def settled(plane: cp.ControlPlane, namespace: str) -> str:
+    """'' when every LeaderWorkerSet in `namespace` has exactly its replicas x size pods, all Ready,
+    none terminating, and its status counts every group ready and updated; else what is missing."""
+    sets = plane.request("GET", f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets")["items"]
+    pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": LWS_NAME})["items"]
+    for lws in sets:
+        name, spec, status = lws["metadata"]["name"], lws["spec"], lws.get("status") or {}
+        replicas = spec.get("replicas", 1)
+        wanted = replicas * (spec.get("leaderWorkerTemplate") or {}).get("size", 1)
+        mine = [p for p in pods if p["metadata"]["labels"].get(LWS_NAME) == name]
+        ready = [
+            p
+            for p in mine
+            if not p["metadata"].get("deletionTimestamp")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+        ]
+        if len(mine) != wanted or len(ready) != wanted:
+            return f"{name}: {len(ready)} of {wanted} pods Ready, {len(mine)} in all"
+        if status.get("readyReplicas") != replicas or status.get("updatedReplicas") != replicas:
+            counted = f"{status.get('readyReplicas')} ready, {status.get('updatedReplicas')} updated"
+            return f"{name}: status {counted} of {replicas}"
+    return ""
+
+
+def priorities_other_than(plane: cp.ControlPlane, namespace: str, value: int) -> list[str]:
+    """The Kueue Workloads in `namespace` whose spec.priority is not `value`."""
+    workloads = plane.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")["items"]
+    if not workloads:
+        return ["no Workload at all"]
+    return [
+        f"{w['metadata']['name']}: {w['spec'].get('priority')}" for w in workloads if w["spec"].get("priority") != value
+    ]
+
+
+def leaked(text: str, secrets: list[str]) -> list[str]:
+    found = []
+    for value in secrets:
+        for form, shown in (("plain", value), ("base64", base64.b64encode(value.encode()).decode())):
+            if shown in text:
+                found.append(f"{form} {value[:5]}...")
+    return found
+
+
+@dataclass
+class Stack:
+    """The stack a recipe changes, and how to reach it."""
+
+    pulumi: Callable[..., Any]  # (*args, check=False) -> CompletedProcess, on the stack, with the plane's env
+    stack_file: Path
+    name: str
+    plane: cp.ControlPlane
+    namespace: str
+    secrets: list[str]  # every secret value the stack ever had
+
+
+def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
+    """Make the recipe's edit, record what `make diff` and `pulumi preview` say, apply it, and
+    record what changed on the plane."""
+    from plan import document
+
+    run = RecipeRun(recipe)
+    before_doc = offline_document(stack.stack_file, stack.name)
+    before = serving_pods(stack.plane, stack.namespace)
+    for key, value in recipe.config:
+        stack.pulumi("config", "set", "--path", f"tpu-slicing:{key}", value)
+    for key, value in recipe.secret:
+        stack.pulumi("config", "set", "--secret", f"tpu-slicing:{key}", value)
+        stack.secrets.append(value)
+    after_doc = offline_document(stack.stack_file, stack.name)
+    run.diff = document.diff_report(before_doc, after_doc, recipe.name)
+    run.headline = [line for line in run.diff["markdown"].splitlines()[2:] if line][:1]
+
+    run.preview = stack.pulumi("preview", "--json", "--diff")
+    if run.preview.returncode == 0:
+        run.planned = planned_steps(json.loads(run.preview.stdout))
+    outputs = stack.pulumi("stack", "output", "--json").stdout
+    started = time.monotonic()
+    run.up = stack.pulumi(*up)
+    run.seconds = time.monotonic() - started
+    old, new = json.loads(outputs or "{}"), json.loads(stack.pulumi("stack", "output", "--json").stdout or "{}")
+    run.outputs = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if run.up.returncode == 0:
+        try:
+            stack.plane.wait_for(
+                "every LeaderWorkerSet settled",
+                lambda: settled(stack.plane, stack.namespace) == "",
+                SETTLE_TIMEOUT,
+                1.0,
+            )
+        except cp.ControlPlaneError:
+            run.settled = settled(stack.plane, stack.namespace) or "settled only after the wait"
+        priority = recipe.workload_priority
+        if priority is not None and not run.settled:
+            try:
+                stack.plane.wait_for(
+                    f"every Workload at priority {priority}",
+                    lambda: not priorities_other_than(stack.plane, stack.namespace, priority),
+                    SETTLE_TIMEOUT,
+                    1.0,
+                )
+            except cp.ControlPlaneError:
+                run.settled = (
+                    f"Workloads not at {priority}: {priorities_other_than(stack.plane, stack.namespace, priority)}"
+                )
+    after = serving_pods(stack.plane, stack.namespace)
+    run.kept = sorted(k for k in before.keys() & after.keys() if before[k] == after[k])
+    run.replaced = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    run.added = sorted(after.keys() - before.keys())
+    run.removed = sorted(before.keys() - after.keys())
+    run.again = stack.pulumi(*up, "--expect-no-changes")
+    exported = stack.pulumi("stack", "export")
+    run.leaked = leaked(run.preview.stdout + run.diff["markdown"] + exported.stdout, stack.secrets)
+    return run
+
+
+def problems(run: RecipeRun) -> list[str]:
+    """How a run differs from its recipe (empty: it did what the README says)."""
+    recipe, found = run.recipe, []
+    if run.error:
+        return [f"the recipe did not run to its end:\n{run.error}"]
+    for label, done in (("preview", run.preview), ("up", run.up), ("second up", run.again)):
+        if done is None or done.returncode != 0:
+            tail = "" if done is None else (done.stdout + done.stderr)[-2500:]
+            found.append(f"`pulumi {label}` failed:\n{tail}")
+    if run.planned != sorted(recipe.planned):
+        found.append(f"planned {run.planned}, the recipe says {sorted(recipe.planned)}")
+    if run.outputs != sorted(recipe.outputs):
+        found.append(f"outputs changed {run.outputs}, the recipe says {sorted(recipe.outputs)}")
+    if not run.headline or not run.headline[0].startswith(recipe.tpu_cost):
+        found.append(f"`make diff` headline {run.headline}, the recipe says {recipe.tpu_cost!r}...")
+    if run.settled:
+        found.append(f"not settled: {run.settled}")
+    restarted = {key.split(" group ", 1)[0] for key in run.replaced}
+    if restarted != set(recipe.restarts):
+        found.append(f"pods replaced in {sorted(restarted)}, the recipe says {sorted(recipe.restarts)}")
+    if run.leaked:
+        found.append(f"a secret showed in the preview, the diff or the state: {run.leaked}")
+    return found
+
+
+def table(runs: list[RecipeRun]) -> str:
+    """The closing note's figures: per recipe, the planned operations, what restarted, the up's wall time."""
+    lines = ["| recipe | planned | pods kept / replaced / added / removed | up s | problems |", "|---|---|---|---|---|"]
+    for run in runs:
+        ops = Counter(op for op, _kind, _name in run.planned)
+        shown = ", ".join(f"{n} {op}" for op, n in sorted(ops.items())) or "none"
+        pods = f"{len(run.kept)} / {len(run.replaced)} / {len(run.added)} / {len(run.removed)}"
+        lines.append(f"| {run.recipe.name} | {shown} | {pods} | {run.seconds:.0f} | {len(problems(run))} |")
+    for run in runs:
+        lines += ["", f"{run.recipe.name}: planned {run.planned}; outputs {run.outputs}; headline {run.headline}"]
+        lines.append(f"  replaced {run.replaced}; added {run.added}; removed {run.removed}")
+        lines += [f"  problem: {p[:1500]}" for p in problems(run)]
+    return "\n".join(lines)
+
+
+# The dev stack's recipes, in the order the lifecycle applies them (each starts where the last
+# ended). What each says is the README's "Operations" section.
+NETWORK_POLICY_GROUPS = (("vllm-decode", 4), ("vllm-decode", 5), ("vllm-prefill", 4))
+SERVING_SETS = (("update", "LeaderWorkerSet", "decode-lws"), ("update", "LeaderWorkerSet", "prefill-lws"))
+DEV_RECIPES = (
+    Recipe(
+        "serving replicas up",
+        config=(("serving.decode.replicas", "6"), ("serving.prefill.replicas", "5")),
+        # One NetworkPolicy per new group (k8s/network_policies.py: the KV transfer pairs groups).
+        planned=(
+            *(("create", "NetworkPolicy", f"serving-network-policies-{s}-group-{g}") for s, g in NETWORK_POLICY_GROUPS),
+            *SERVING_SETS,
+        ),
+        tpu_cost="**TPU cost: touched**",
+    ),
+    Recipe(
+        "serving replicas down",
+        config=(("serving.decode.replicas", "4"), ("serving.prefill.replicas", "4")),
+        planned=(
+            *(("delete", "NetworkPolicy", f"serving-network-policies-{s}-group-{g}") for s, g in NETWORK_POLICY_GROUPS),
+            *SERVING_SETS,
+        ),
+        tpu_cost="**TPU cost: touched**",
+    ),
+    Recipe(
+        "hfToken rotated",
+        secret=(("hfToken", "hf_rotatedRecipeToken9876543210"),),
+        # The provider replaces a Secret whose data changes (pulumi-kubernetes provider/pkg/provider
+        # diff.go forceNewProperties, unless enableSecretMutable); named, it is deleted first.
+        planned=(("replace", "Secret", "hf-token"),),
+        tpu_cost="No changes.",
+    ),
+    Recipe(
+        "another model",
+        config=(
+            ("serving.model.name", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"),
+            ("serving.model.path", "models--Qwen--Qwen3-235B-A22B-Instruct-2507-FP8/snapshots/recipe"),
+            ("serving.model.parametersBillions", "235"),
+            ("serving.model.attentionHeads", "64"),
+            ("serving.model.contextLength", "262144"),
+        ),
+        planned=(("replace", "Job", "job"), *SERVING_SETS),
+        restarts=("vllm-decode", "vllm-prefill"),
+        tpu_cost="**TPU cost: not touched**",
+    ),
+    Recipe(
+        "high priority raised",
+        config=(("kueue.priorities.high", "3500"),),
+        planned=(("update", "WorkloadPriorityClass", "priority-high"),),
+        tpu_cost="**TPU cost: touched**",
+        workload_priority=3500,
+    ),
+    Recipe(
+        "Kueue patch version (installed by the platform team)",
+        config=(("versions.kueue", "0.19.3"),),
+        outputs=("platformControllers",),
+        tpu_cost="**TPU cost: not touched**",
+    ),
+)
