@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from settings.model import StackConfig
 from tests import control_plane as cp
 
+TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -52,6 +54,12 @@ class Recipe:
     outputs: tuple[str, ...] = ()  # stack outputs the up changes
     # Every Kueue Workload in the namespace ends with this priority (Kueue's own reconciliation).
     workload_priority: int | None = None
+    removed: tuple[str, ...] = ()  # --path keys the edit removes (`pulumi config rm --path`)
+    unprotect: tuple[str, ...] = ()  # resources `pulumi state unprotect` releases first, by name
+    # GKE creates or deletes the VMs of an added or removed TPU pool: the plane's nodes follow the
+    # stack's pools after the up, as GKE's would (tests/control_plane.py tpu_nodes); these many
+    # nodes (created, deleted).
+    nodes: tuple[int, int] | None = None
 
 
 @dataclass
@@ -71,6 +79,8 @@ class RecipeRun:
     removed: list[str] = field(default_factory=list)
     again: Any = None
     leaked: list[str] = field(default_factory=list)  # where a secret showed in plain text or base64
+    unprotected: list[str] = field(default_factory=list)  # URNs released by `pulumi state unprotect`
+    nodes: tuple[list[str], list[str]] = ([], [])  # TPU nodes created, deleted as GKE would
     error: str = ""  # the runner's own failure (a traceback), which stops the later recipes
 
 
@@ -91,11 +101,33 @@ def offline_document(stack_file: Path, stack: str) -> dict[str, Any]:
     """The offline plan of a stack file, as `make plan`/`make diff` make it (secrets masked)."""
     from plan import document
     from plan import engine as offline
+
+    raw, secret_keys = offline.read_stack_config(stack_file)
+    return document.document(offline.run(raw, stack=stack, secret_keys=secret_keys), stack_config(stack_file, stack))
+
+
+def stack_config(stack_file: Path, stack: str) -> StackConfig:
+    from plan import engine as offline
     from settings.loader import load
 
     raw, secret_keys = offline.read_stack_config(stack_file)
-    config = load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
-    return document.document(offline.run(raw, stack=stack, secret_keys=secret_keys), config)
+    return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secret_keys)
+
+
+def follow_pools(plane: cp.ControlPlane, config: StackConfig) -> tuple[list[str], list[str]]:
+    """Create the TPU nodes of pools the plane lacks and delete those of pools the stack no longer
+    has, as GKE does for a created or deleted node pool; (created, deleted) node names."""
+    wanted = {node["metadata"]["name"]: node for node in cp.tpu_nodes(config)}
+    present = {
+        node["metadata"]["name"]
+        for node in plane.request("GET", "/api/v1/nodes", query={"labelSelector": TPU_LABEL})["items"]
+    }
+    created, deleted = sorted(wanted.keys() - present), sorted(present - wanted.keys())
+    plane.create_nodes([wanted[name] for name in created])
+    for name in deleted:
+        plane.request("DELETE", f"/api/v1/nodes/{name}")
+    plane.wait_for(f"{len(created)} new TPU nodes Ready", lambda: set(created) <= plane.ready_nodes())
+    return created, deleted
 
 
 def serving_pods(plane: cp.ControlPlane, namespace: str) -> dict[str, str]:
@@ -130,6 +162,13 @@ def settled(plane: cp.ControlPlane, namespace: str) -> str:
         ]
         if len(mine) != wanted or len(ready) != wanted:
             return f"{name}: {len(ready)} of {wanted} pods Ready, {len(mine)} in all"
+        # A rollout the controller has not begun yet leaves every old pod Ready and the status as
+        # it was: the pods' containers must be the templates' (what a change of image or model moves).
+        stale = [
+            p["metadata"]["name"] for p in mine if _containers(p["spec"]) != _containers(_template(lws, p)["spec"])
+        ]
+        if stale:
+            return f"{name}: pods {stale} still run an earlier template"
         if status.get("readyReplicas") != replicas or status.get("updatedReplicas") != replicas:
             counted = f"{status.get('readyReplicas')} ready, {status.get('updatedReplicas')} updated"
             return f"{name}: status {counted} of {replicas}"
@@ -144,6 +183,16 @@ def priorities_other_than(plane: cp.ControlPlane, namespace: str, value: int) ->
     return [
         f"{w['metadata']['name']}: {w['spec'].get('priority')}" for w in workloads if w["spec"].get("priority") != value
     ]
+
+
+def _template(lws: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader = pod["metadata"]["labels"].get(LWS_WORKER) == "0"
+    return template["leaderTemplate"] if leader and template.get("leaderTemplate") else template["workerTemplate"]
+
+
+def _containers(spec: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    return [(c["name"], c.get("image"), c.get("command"), c.get("args")) for c in spec.get("containers") or []]
 
 
 def leaked(text: str, secrets: list[str]) -> list[str]:
@@ -165,6 +214,8 @@ class Stack:
     plane: cp.ControlPlane
     namespace: str
     secrets: list[str]  # every secret value the stack ever had
+    plane_stack: str  # the stack file's own name, which named the plane's nodes (cp.stack_nodes)
+    document: dict[str, Any] | None = None  # the offline plan of the stack file as the last recipe left it
 
 
 def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
@@ -173,14 +224,29 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     from plan import document
 
     run = RecipeRun(recipe)
-    before_doc = offline_document(stack.stack_file, stack.name)
+    # Whatever the last change started (an image bump's rollout) ends before this one is measured.
+    stack.plane.wait_for(
+        "every LeaderWorkerSet settled before the edit",
+        lambda: settled(stack.plane, stack.namespace) == "",
+        SETTLE_TIMEOUT,
+        1.0,
+    )
+    before_doc = stack.document or offline_document(stack.stack_file, stack.name)
     before = serving_pods(stack.plane, stack.namespace)
     for key, value in recipe.config:
         stack.pulumi("config", "set", "--path", f"tpu-slicing:{key}", value)
     for key, value in recipe.secret:
         stack.pulumi("config", "set", "--secret", f"tpu-slicing:{key}", value)
         stack.secrets.append(value)
-    after_doc = offline_document(stack.stack_file, stack.name)
+    for key in recipe.removed:
+        stack.pulumi("config", "rm", "--path", f"tpu-slicing:{key}")
+    if recipe.unprotect:
+        resources = json.loads(stack.pulumi("stack", "export").stdout)["deployment"]["resources"]
+        for name in recipe.unprotect:
+            for urn in [r["urn"] for r in resources if r["urn"].endswith(f"::{name}")]:
+                run.unprotected.append(urn)
+                stack.pulumi("state", "unprotect", "--yes", urn)
+    after_doc = stack.document = offline_document(stack.stack_file, stack.name)
     run.diff = document.diff_report(before_doc, after_doc, recipe.name)
     run.headline = [line for line in run.diff["markdown"].splitlines()[2:] if line][:1]
 
@@ -194,6 +260,9 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     old, new = json.loads(outputs or "{}"), json.loads(stack.pulumi("stack", "output", "--json").stdout or "{}")
     run.outputs = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     if run.up.returncode == 0:
+        if recipe.nodes is not None:
+            # Named as the plane's nodes were, from the stack file the stack was made from.
+            run.nodes = follow_pools(stack.plane, stack_config(stack.stack_file, stack.plane_stack))
         try:
             stack.plane.wait_for(
                 "every LeaderWorkerSet settled",
@@ -247,6 +316,10 @@ def problems(run: RecipeRun) -> list[str]:
     restarted = {key.split(" group ", 1)[0] for key in run.replaced}
     if restarted != set(recipe.restarts):
         found.append(f"pods replaced in {sorted(restarted)}, the recipe says {sorted(recipe.restarts)}")
+    if recipe.nodes is not None and tuple(len(names) for names in run.nodes) != recipe.nodes:
+        found.append(f"TPU nodes created, deleted: {run.nodes}, the recipe says {recipe.nodes} in number")
+    if len(run.unprotected) != len(recipe.unprotect):
+        found.append(f"unprotected {run.unprotected}, the recipe names {list(recipe.unprotect)}")
     if run.leaked:
         found.append(f"a secret showed in the preview, the diff or the state: {run.leaked}")
     return found
@@ -271,6 +344,15 @@ def table(runs: list[RecipeRun]) -> str:
 # ended). What each says is the README's "Operations" section.
 NETWORK_POLICY_GROUPS = (("vllm-decode", 4), ("vllm-decode", 5), ("vllm-prefill", 4))
 SERVING_SETS = (("update", "LeaderWorkerSet", "decode-lws"), ("update", "LeaderWorkerSet", "prefill-lws"))
+# A cube is one more TPU pool, a larger ClusterQueue quota and the dashboard's chip count.
+CUBE_CHANGES = {
+    op: (
+        (op, "NodePool", "cube-sub-block-2"),
+        ("update", "ClusterQueue", "cluster-queue"),
+        ("update", "Dashboard", "dashboard"),
+    )
+    for op in ("create", "delete")
+}
 DEV_RECIPES = (
     Recipe(
         "serving replicas up",
@@ -324,5 +406,23 @@ DEV_RECIPES = (
         config=(("versions.kueue", "0.19.3"),),
         outputs=("platformControllers",),
         tpu_cost="**TPU cost: not touched**",
+    ),
+    Recipe(
+        "cube added",
+        config=(("reservation.subBlocks[2]", "sub-block-2"), ("tpu.cubes", "3")),
+        planned=CUBE_CHANGES["create"],
+        outputs=("nodePools", "totalChips"),
+        tpu_cost="**TPU cost: touched**",
+        nodes=(16, 0),
+    ),
+    Recipe(
+        "cube handed back",
+        config=(("tpu.cubes", "2"),),
+        removed=("reservation.subBlocks[2]",),
+        unprotect=("cube-sub-block-2",),
+        planned=CUBE_CHANGES["delete"],
+        outputs=("nodePools", "totalChips"),
+        tpu_cost="**TPU cost: touched**",
+        nodes=(0, 16),
     ),
 )

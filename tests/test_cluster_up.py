@@ -271,6 +271,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
                     plane=plane,
                     namespace=config.serving.namespace,
                     secrets=[TOKEN],
+                    plane_stack=case.stack,
                 )
                 for recipe in case.recipes:
                     started = time.monotonic()

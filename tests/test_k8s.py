@@ -172,7 +172,7 @@ def test_a_new_priority_value_updates_its_class_in_place_and_leaves_the_workload
     assert after["priority-high"].get("metadata.name") == before["priority-high"].get("metadata.name") == "dev-high"
     assert after["priority-high"].get("value") == 3500
     lws = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
-    assert [r.inputs for r in raised.of_type(lws)] == [r.inputs for r in dev_plan.of_type(lws)]
+    assert {r.name: r.inputs for r in raised.of_type(lws)} == {r.name: r.inputs for r in dev_plan.of_type(lws)}
 
 
 def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: DevRunner) -> None:

@@ -219,6 +219,11 @@ def prepare(path: Path, config: StackConfig) -> Project:
         base = f"projects/{reservation.project or config.project}/reservations/{reservation.name}"
         block = reservation.block or "block-0"
         subs = list(reservation.sub_blocks or [])
+        if subs and reservation.block_cubes:
+            # The block holds blockCubes cubes, the stack's among them; the rest are free sub-blocks
+            # a later change may add (named here as the stack files name theirs).
+            spare = (f"sub-block-{i}" for i in range(2 * reservation.block_cubes) if f"sub-block-{i}" not in subs)
+            subs += [next(spare) for _ in range(reservation.block_cubes - len(subs))]
         sub_blocks = {sub: SubBlock(hosts) for sub in subs} or {
             "sub-block-0": SubBlock(hosts * len(config.pool_keys()))
         }
