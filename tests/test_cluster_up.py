@@ -498,7 +498,6 @@ def test_a_second_up_with_no_change_is_a_no_op(lifecycle: Record) -> None:
 # Jobs are immutable; the smoke test re-runs, by replacement, whenever the serving it tests changes
 # (a new image among them: workloads/smoke_job.py fingerprint), so a bump replaces it by design.
 RERUN_ON_CHANGE = "tpu-slicing:workloads:SmokeJob$kubernetes:batch/v1:Job::"
-REPLACING = {"replace", "create-replacement", "delete-replaced"}
 
 
 def test_an_image_bump_is_an_in_place_update(lifecycle: Record) -> None:
@@ -508,7 +507,7 @@ def test_an_image_bump_is_an_in_place_update(lifecycle: Record) -> None:
     assert bumped, f"the bump changed no {lifecycle.case.bumped_kind}: {steps}"
     assert {op for op, _urn in bumped} == {"update"}, bumped
     others = {(op, urn) for op, urn in steps if op != "update"}
-    assert all(op in REPLACING and RERUN_ON_CHANGE in urn for op, urn in others), others
+    assert all(op in operations.REPLACING and RERUN_ON_CHANGE in urn for op, urn in others), others
     _ok(lifecycle, "bump up")
     assert lifecycle.case.bump[1] in lifecycle.bumped_images
 

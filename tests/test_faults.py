@@ -27,7 +27,6 @@ state (duplicates); the Hugging Face token neither in plain text nor base64 in t
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
 import json
@@ -46,6 +45,7 @@ import pytest
 
 from tests import control_plane as cp
 from tests import controllers as ctl
+from tests import operations
 from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gke_addons, slice_webhook, smoke_pod
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, _key, _kubernetes_resources, plane_env
@@ -215,11 +215,7 @@ class Scenario:
         keys = [_key(r) for r in state]
         urns = [r["urn"] for r in deployment.get("resources") or []]
         duplicates = [k for k, n in Counter(keys).items() if n > 1] + [u for u, n in Counter(urns).items() if n > 1]
-        lost = [
-            form
-            for form, value in (("plain", TOKEN), ("base64", base64.b64encode(TOKEN.encode()).decode()))
-            if value in text
-        ]
+        lost = operations.leaked(text, [TOKEN])
         held = set(keys)
         orphans = [key for key in self.labelled() if key not in held]
         if up:
