@@ -198,6 +198,22 @@ def _changed_lines(key: str, before: Mapping[str, Any], after: Mapping[str, Any]
     return [f"<details><summary><code>~ {key}</code></summary>", "", *body, "", "</details>", ""]
 
 
+def _without_dependencies(res: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in res.items() if key != "dependsOn"}
+
+
+def _rewired_lines(keys: list[str], old_res: Mapping[str, Any], new_res: Mapping[str, Any]) -> list[str]:
+    """One folded list: each resource and the dependencies it gained or lost (often one new object
+    that many depend on, e.g. a NetworkPolicy per new serving group)."""
+    rows = ["| resource | dependencies gained | lost |", "|---|---|---|"]
+    for key in keys:
+        was, now = old_res[key].get("dependsOn") or [], new_res[key].get("dependsOn") or []
+        came = ", ".join(f"`{d.rsplit('::', 1)[-1]}`" for d in now if d not in was) or "-"
+        gone = ", ".join(f"`{d.rsplit('::', 1)[-1]}`" for d in was if d not in now) or "-"
+        rows.append(f"| `{key}` | {came} | {gone} |")
+    return [f"<details><summary>{len(keys)} resources</summary>", "", *rows, "", "</details>", ""]
+
+
 def _change_row(path: str, was: Any, now: Any) -> str:
     if path == "dependsOn" and isinstance(was, list) and isinstance(now, list):
         gone = ", ".join(f"`{d}`" for d in was if d not in now) or "-"
@@ -211,12 +227,17 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
     old_res, new_res = old.get("resources", {}), new.get("resources", {})
     added = sorted(new_res.keys() - old_res.keys())
     removed = sorted(old_res.keys() - new_res.keys())
-    changed = sorted(k for k in old_res.keys() & new_res.keys() if old_res[k] != new_res[k])
+    differ = sorted(k for k in old_res.keys() & new_res.keys() if old_res[k] != new_res[k])
+    # A resource whose only change is its dependencies gets no step: the engine records the new
+    # edges and the preview shows it unchanged (the day-2 recipes compare this count with the real
+    # engine's preview, tests/operations.py). Counted apart, so "to change" is what `up` touches.
+    rewired = [k for k in differ if _without_dependencies(old_res[k]) == _without_dependencies(new_res[k])]
+    changed = [k for k in differ if k not in rewired]
     output_changes = field_changes(old.get("outputs", {}), new.get("outputs", {}))
     capacity_changes = field_changes(old.get("capacity", {}), new.get("capacity", {}))
     report = impact.compare(old, new)
     same_impact = not (old.get("impact") and new.get("impact")) or old["impact"] == new["impact"]
-    noop = not (added or removed or changed or output_changes or capacity_changes) and same_impact
+    noop = not (added or removed or differ or output_changes or capacity_changes) and same_impact
     lines = [f"### {title}", ""]
     if noop:
         lines.append("No changes.")
@@ -225,7 +246,9 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
         lines.append(
             f"**{len(added)} to add, {len(changed)} to change, {len(removed)} to remove** "
             f"(desired state from the offline plan; secrets masked)"
-        )
+            + (f"; {len(rewired)} more only depend on other resources now, which `up` records without a step"
+               if rewired else "")
+        )  # fmt: skip
         lines.append("")
         lines += impact.markdown(report)
         budget = [YAML_BUDGET_CHARS]
@@ -239,6 +262,9 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
             lines += ["#### Changed", ""]
             for key in changed:
                 lines += _changed_lines(key, old_res[key], new_res[key], budget)
+        if rewired:
+            lines += ["#### New dependencies only", ""]
+            lines += _rewired_lines(rewired, old_res, new_res)
         for heading, rows in (("Stack outputs", output_changes), ("Capacity", capacity_changes)):
             if rows:
                 lines += [f"#### {heading}", "", "| field | before | after |", "|---|---|---|"]
@@ -250,10 +276,11 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
         "title": title,
         "stack": new.get("stack") or old.get("stack"),
         "noop": noop,
-        "summary": {"add": len(added), "change": len(changed), "remove": len(removed)},
+        "summary": {"add": len(added), "change": len(changed), "remove": len(removed), "rewired": len(rewired)},
         "added": added,
         "removed": removed,
         "changed": changed,
+        "rewired": rewired,
         **report,
         "markdown": text,
     }

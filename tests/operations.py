@@ -28,6 +28,14 @@ from settings.model import StackConfig
 from tests import control_plane as cp
 
 TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
+# Kueue counts each eviction of a Workload by reason in status.schedulingStats.evictions; a
+# preemption's reason is "Preempted" (kueue v0.19.2 pkg/workload/evict/evict.go
+# workloadEvictionStateInc; apis/kueue/v1beta2/workload_types.go WorkloadEvictedByPreemption).
+PREEMPTED = "Preempted"
+# The owners of Kueue's Workloads here: Kueue makes one per JobSet and one per LWS group, each
+# owned by its JobSet or LWS (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go).
+WORKLOAD_OWNERS = ("JobSet", "LeaderWorkerSet")
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -52,14 +60,18 @@ class Recipe:
     restarts: tuple[str, ...] = ()
     tpu_cost: str = ""
     outputs: tuple[str, ...] = ()  # stack outputs the up changes
-    # Every Kueue Workload in the namespace ends with this priority (Kueue's own reconciliation).
-    workload_priority: int | None = None
+    # (level, value): every Kueue Workload of that level's class ends with this priority, by
+    # Kueue's own reconciliation; the other classes' Workloads keep theirs.
+    workload_priority: tuple[str, int] | None = None
     removed: tuple[str, ...] = ()  # --path keys the edit removes (`pulumi config rm --path`)
     unprotect: tuple[str, ...] = ()  # resources `pulumi state unprotect` releases first, by name
     # GKE creates or deletes the VMs of an added or removed TPU pool: the plane's nodes follow the
     # stack's pools after the up, as GKE's would (tests/control_plane.py tpu_nodes); these many
     # nodes (created, deleted).
     nodes: tuple[int, int] | None = None
+    # The TPU workloads (JobSet or LWS names) Kueue preempts because of the change: `make diff`'s
+    # admission table must call them preempted, and on the plane Kueue must evict exactly these.
+    preempted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -81,6 +93,13 @@ class RecipeRun:
     leaked: list[str] = field(default_factory=list)  # where a secret showed in plain text or base64
     unprotected: list[str] = field(default_factory=list)  # URNs released by `pulumi state unprotect`
     nodes: tuple[list[str], list[str]] = ([], [])  # TPU nodes created, deleted as GKE would
+    # `make diff`'s admission after the change (workload -> admitted or pending) and what it calls
+    # preempted; then what Kueue on the plane did: each workload's admission once settled, and the
+    # workloads whose Workloads it preempted during the change.
+    predicted: dict[str, str] = field(default_factory=dict)
+    predicted_preempted: list[str] = field(default_factory=list)
+    admission: dict[str, str] = field(default_factory=dict)
+    preemptions: list[str] = field(default_factory=list)
     error: str = ""  # the runner's own failure (a traceback), which stops the later recipes
 
 
@@ -175,14 +194,68 @@ def settled(plane: cp.ControlPlane, namespace: str) -> str:
     return ""
 
 
-def priorities_other_than(plane: cp.ControlPlane, namespace: str, value: int) -> list[str]:
-    """The Kueue Workloads in `namespace` whose spec.priority is not `value`."""
-    workloads = plane.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")["items"]
+def priorities_other_than(plane: cp.ControlPlane, namespace: str, level: str, value: int) -> list[str]:
+    """The Kueue Workloads in `namespace` of the class of `level` (settings/naming.py
+    `priority_class`: `<prefix>-<level>`) whose spec.priority is not `value`."""
+    workloads = [
+        w
+        for w in plane.request("GET", WORKLOADS.format(namespace=namespace))["items"]
+        if ((w["spec"].get("priorityClassRef") or {}).get("name") or "").endswith(f"-{level}")
+    ]
     if not workloads:
-        return ["no Workload at all"]
+        return [f"no Workload of the {level} class"]
     return [
         f"{w['metadata']['name']}: {w['spec'].get('priority')}" for w in workloads if w["spec"].get("priority") != value
     ]
+
+
+def _owner(workload: Mapping[str, Any]) -> str:
+    refs = workload["metadata"].get("ownerReferences") or []
+    return next((r["name"] for r in refs if r["kind"] in WORKLOAD_OWNERS), "")
+
+
+def _workloads(plane: cp.ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    found = plane.request("GET", WORKLOADS.format(namespace=namespace))["items"]
+    return [w for w in found if _owner(w) and not w["metadata"].get("deletionTimestamp")]
+
+
+def admission(plane: cp.ControlPlane, namespace: str) -> dict[str, str]:
+    """JobSet or LWS -> "admitted" when Kueue admitted every Workload it has (an LWS has one per
+    group), "pending" when none, "partly" otherwise; as `make diff`'s admission verdicts say it."""
+    admitted: dict[str, list[bool]] = {}
+    for workload in _workloads(plane, namespace):
+        conditions = workload.get("status", {}).get("conditions") or []
+        done = any(c["type"] == "Finished" and c["status"] == "True" for c in conditions)
+        if not done:
+            ok = any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
+            admitted.setdefault(_owner(workload), []).append(ok)
+    return {
+        owner: "admitted" if all(flags) else "pending" if not any(flags) else "partly"
+        for owner, flags in admitted.items()
+    }
+
+
+def preemption_counts(plane: cp.ControlPlane, namespace: str) -> dict[str, tuple[str, int]]:
+    """Workload UID -> (owner, how many times Kueue preempted it)."""
+    found = {}
+    for workload in _workloads(plane, namespace):
+        stats = (workload.get("status", {}).get("schedulingStats") or {}).get("evictions") or []
+        count = sum(e.get("count", 0) for e in stats if e.get("reason") == PREEMPTED)
+        found[workload["metadata"]["uid"]] = (_owner(workload), count)
+    return found
+
+
+def preempted_since(before: Mapping[str, tuple[str, int]], after: Mapping[str, tuple[str, int]]) -> list[str]:
+    """The owners of the Workloads Kueue preempted between two preemption_counts."""
+    return sorted({owner for uid, (owner, count) in after.items() if count > before.get(uid, (owner, 0))[1]})
+
+
+def predicted_admission(doc: Mapping[str, Any]) -> dict[str, str]:
+    """The offline plan's admission verdict per Kueue workload (make plan's admission section)."""
+    impact = doc.get("impact") or {}
+    if not impact.get("kueue"):
+        return {}
+    return {w["name"]: w["verdict"] for w in impact.get("workloads") or []}
 
 
 def _template(lws: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -224,15 +297,17 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     from plan import document
 
     run = RecipeRun(recipe)
-    # Whatever the last change started (an image bump's rollout) ends before this one is measured.
-    stack.plane.wait_for(
-        "every LeaderWorkerSet settled before the edit",
-        lambda: settled(stack.plane, stack.namespace) == "",
-        SETTLE_TIMEOUT,
-        1.0,
-    )
+    plane, namespace = stack.plane, stack.namespace
     before_doc = stack.document or offline_document(stack.stack_file, stack.name)
-    before = serving_pods(stack.plane, stack.namespace)
+    # Whatever the last change started (an image bump's rollout, Kueue re-admitting a workload)
+    # ends before this one is measured: every LWS rolled out, and Kueue's admission as planned.
+    expected = predicted_admission(before_doc)
+    plane.wait_for("every LeaderWorkerSet settled before the edit", lambda: settled(plane, namespace) == "",
+                   SETTLE_TIMEOUT, 1.0)  # fmt: skip
+    plane.wait_for(f"Kueue's admission {expected} before the edit", lambda: admission(plane, namespace) == expected,
+                   SETTLE_TIMEOUT, 1.0)  # fmt: skip
+    before = serving_pods(plane, namespace)
+    counts = preemption_counts(plane, namespace)
     for key, value in recipe.config:
         stack.pulumi("config", "set", "--path", f"tpu-slicing:{key}", value)
     for key, value in recipe.secret:
@@ -249,6 +324,8 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     after_doc = stack.document = offline_document(stack.stack_file, stack.name)
     run.diff = document.diff_report(before_doc, after_doc, recipe.name)
     run.headline = [line for line in run.diff["markdown"].splitlines()[2:] if line][:1]
+    run.predicted = predicted_admission(after_doc)
+    run.predicted_preempted = sorted(w["name"] for w in run.diff.get("workloads") or [] if w["change"] == "preempted")
 
     run.preview = stack.pulumi("preview", "--json", "--diff")
     if run.preview.returncode == 0:
@@ -272,19 +349,30 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
             )
         except cp.ControlPlaneError:
             run.settled = settled(stack.plane, stack.namespace) or "settled only after the wait"
-        priority = recipe.workload_priority
-        if priority is not None and not run.settled:
+
+        def as_planned() -> bool:
+            done = set(preempted_since(counts, preemption_counts(plane, namespace))) >= set(run.predicted_preempted)
+            return done and admission(plane, namespace) == run.predicted
+
+        if not run.settled:
             try:
-                stack.plane.wait_for(
-                    f"every Workload at priority {priority}",
-                    lambda: not priorities_other_than(stack.plane, stack.namespace, priority),
-                    SETTLE_TIMEOUT,
-                    1.0,
+                plane.wait_for(f"Kueue's admission {run.predicted}", as_planned, SETTLE_TIMEOUT, 1.0)
+            except cp.ControlPlaneError:
+                run.settled = "Kueue's admission is not what `make diff` planned (below)"
+        if recipe.workload_priority is not None and not run.settled:
+            level, wanted = recipe.workload_priority
+
+            def others() -> list[str]:
+                return priorities_other_than(plane, namespace, level, wanted)
+
+            try:
+                plane.wait_for(
+                    f"every {level} Workload at priority {wanted}", lambda: not others(), SETTLE_TIMEOUT, 1.0
                 )
             except cp.ControlPlaneError:
-                run.settled = (
-                    f"Workloads not at {priority}: {priorities_other_than(stack.plane, stack.namespace, priority)}"
-                )
+                run.settled = f"{level} Workloads not at {wanted}: {others()}"
+    run.admission = admission(plane, namespace)
+    run.preemptions = preempted_since(counts, preemption_counts(plane, namespace))
     after = serving_pods(stack.plane, stack.namespace)
     run.kept = sorted(k for k in before.keys() & after.keys() if before[k] == after[k])
     run.replaced = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
@@ -294,6 +382,12 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     exported = stack.pulumi("stack", "export")
     run.leaked = leaked(run.preview.stdout + run.diff["markdown"] + exported.stdout, stack.secrets)
     return run
+
+
+def preview_counts(planned: list[tuple[str, str, str]]) -> dict[str, int]:
+    """The preview's steps as `make diff` counts them: to add, to change (updated or replaced), to remove."""
+    ops = Counter(op for op, _kind, _name in planned)
+    return {"add": ops["create"], "change": ops["update"] + ops["replace"], "remove": ops["delete"]}
 
 
 def problems(run: RecipeRun) -> list[str]:
@@ -307,12 +401,24 @@ def problems(run: RecipeRun) -> list[str]:
             found.append(f"`pulumi {label}` failed:\n{tail}")
     if run.planned != sorted(recipe.planned):
         found.append(f"planned {run.planned}, the recipe says {sorted(recipe.planned)}")
+    counted = preview_counts(run.planned)
+    offline = {key: (run.diff.get("summary") or {}).get(key) for key in counted}
+    if not recipe.secret and offline != counted:  # the offline plan masks a secret's new value
+        found.append(f"`make diff` counts {offline}, the engine's preview {counted}")
     if run.outputs != sorted(recipe.outputs):
         found.append(f"outputs changed {run.outputs}, the recipe says {sorted(recipe.outputs)}")
     if not run.headline or not run.headline[0].startswith(recipe.tpu_cost):
         found.append(f"`make diff` headline {run.headline}, the recipe says {recipe.tpu_cost!r}...")
     if run.settled:
         found.append(f"not settled: {run.settled}")
+    if run.predicted_preempted != sorted(recipe.preempted):
+        found.append(
+            f"`make diff` calls {run.predicted_preempted} preempted, the recipe says {sorted(recipe.preempted)}"
+        )
+    if run.preemptions != sorted(recipe.preempted):
+        found.append(f"Kueue preempted {run.preemptions} on the plane, the recipe says {sorted(recipe.preempted)}")
+    if run.admission != run.predicted:
+        found.append(f"Kueue's admission on the plane {run.admission}, `make diff` planned {run.predicted}")
     restarted = {key.split(" group ", 1)[0] for key in run.replaced}
     if restarted != set(recipe.restarts):
         found.append(f"pods replaced in {sorted(restarted)}, the recipe says {sorted(recipe.restarts)}")
@@ -327,15 +433,23 @@ def problems(run: RecipeRun) -> list[str]:
 
 def table(runs: list[RecipeRun]) -> str:
     """The closing note's figures: per recipe, the planned operations, what restarted, the up's wall time."""
-    lines = ["| recipe | planned | pods kept / replaced / added / removed | up s | problems |", "|---|---|---|---|---|"]
+    lines = [
+        "| recipe | planned | pods kept / replaced / added / removed | Kueue preempted | up s | problems |",
+        "|---|---|---|---|---|---|",
+    ]
     for run in runs:
         ops = Counter(op for op, _kind, _name in run.planned)
         shown = ", ".join(f"{n} {op}" for op, n in sorted(ops.items())) or "none"
         pods = f"{len(run.kept)} / {len(run.replaced)} / {len(run.added)} / {len(run.removed)}"
-        lines.append(f"| {run.recipe.name} | {shown} | {pods} | {run.seconds:.0f} | {len(problems(run))} |")
+        preempted = ", ".join(run.preemptions) or "none"
+        lines.append(
+            f"| {run.recipe.name} | {shown} | {pods} | {preempted} | {run.seconds:.0f} | {len(problems(run))} |"
+        )
     for run in runs:
         lines += ["", f"{run.recipe.name}: planned {run.planned}; outputs {run.outputs}; headline {run.headline}"]
+        lines.append(f"  make diff counts {run.diff.get('summary')}")
         lines.append(f"  replaced {run.replaced}; added {run.added}; removed {run.removed}")
+        lines.append(f"  Kueue preempted {run.preemptions}; admission {run.admission}")
         lines += [f"  problem: {p[:1500]}" for p in problems(run)]
     return "\n".join(lines)
 
@@ -355,6 +469,20 @@ CUBE_CHANGES = {
 }
 DEV_RECIPES = (
     Recipe(
+        "picker and sidecar images (one llm-d release)",
+        config=(
+            ("versions.endpointPickerImage", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.1"),
+            ("versions.routingSidecarImage", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.1"),
+        ),
+        planned=(
+            ("update", "Deployment", "epp"),
+            ("update", "LeaderWorkerSet", "decode-lws"),
+            ("replace", "Job", "job"),
+        ),
+        restarts=("vllm-decode",),
+        tpu_cost="**TPU cost: not touched**",
+    ),
+    Recipe(
         "serving replicas up",
         config=(("serving.decode.replicas", "6"), ("serving.prefill.replicas", "5")),
         # One NetworkPolicy per new group (k8s/network_policies.py: the KV transfer pairs groups).
@@ -363,6 +491,9 @@ DEV_RECIPES = (
             *SERVING_SETS,
         ),
         tpu_cost="**TPU cost: touched**",
+        # 11 serving groups and the check's 6 sub-slices are 17 of the 16 2x2x2 sub-slices of two
+        # cubes: a new (high) group preempts the running (low) sub-slicing check, which waits.
+        preempted=("subslicing-check",),
     ),
     Recipe(
         "serving replicas down",
@@ -399,7 +530,7 @@ DEV_RECIPES = (
         config=(("kueue.priorities.high", "3500"),),
         planned=(("update", "WorkloadPriorityClass", "priority-high"),),
         tpu_cost="**TPU cost: touched**",
-        workload_priority=3500,
+        workload_priority=("high", 3500),
     ),
     Recipe(
         "Kueue patch version (installed by the platform team)",

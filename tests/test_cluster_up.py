@@ -12,9 +12,11 @@ provider (its cluster reports this plane's endpoint and CA) and the Command prov
 load-balancer controllers (gke_addons.py); the slice controller's webhook server (slice_webhook.py)
 and its admission check (slice_admission.py).
 
-Jobs: kwok completes every running pod a Job owns (its fast `pod-complete` Stage), so the smoke
-test and the Saxml publish Job "succeed" without running their programs; the tests below say so
-where they rely on it. Each stack's lifecycle runs once (`lifecycle`), its tests read the record.
+Jobs: kwok completes every running pod a Job owns (its fast `pod-complete` Stage), so the Saxml
+publish Job "succeeds" without running its program. On dev the smoke-pod stand-in (smoke_pod.py)
+passes the smoke test's pod instead, and the sub-slicing check's pods keep running, so the day-2
+recipes meet a running low-priority workload for Kueue to preempt. The tests below say where they
+rely on this. Each stack's lifecycle runs once (`lifecycle`), its tests read the record.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from tests import controllers as ctl
 from tests import operations
 from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gcp_provider as gcp_standin
-from tests.standins import gke_addons, gke_auth_plugin, slice_admission, slice_webhook
+from tests.standins import gke_addons, gke_auth_plugin, slice_admission, slice_webhook, smoke_pod
+from workloads import smoke_job
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 PROJECT_ID = "my-tpu-project"
@@ -51,24 +54,22 @@ class Case:
     config: dict[str, str]  # --path key -> value, on top of the stack file
     bump: tuple[str, str]  # an image to change: --path key, new value
     bumped_kind: str  # the kind whose pod template carries that image
-    also: tuple[tuple[str, str], ...] = ()  # keys that change with it (one llm-d release: picker and sidecar)
     recipes: tuple[operations.Recipe, ...] = ()  # day-2 changes applied after the bump (tests/operations.py)
+    # The stack's Jobs end by the smoke-pod stand-in (the smoke test passes), not by kwok's
+    # pod-complete Stage: the slicing checks' pods keep running, as a check does for its minutes
+    # on TPUs, so Kueue has a running low-priority workload to preempt.
+    checks_keep_running: bool = False
 
 
 CASES = {
+    # Serving beside the sub-slicing check, as the admission preview plans them: 112 of 128 chips.
     "dev": Case(
         "dev",
-        {},
+        {"checks.subslicing.enabled": "true"},
         ("versions.vllmImage", "docker.io/vllm/vllm-tpu:v0.26.1"),
         "LeaderWorkerSet",
         recipes=operations.DEV_RECIPES,
-    ),
-    "dev-checks": Case(
-        "dev",
-        {"checks.subslicing.enabled": "true", "checks.superslicing.enabled": "true"},
-        ("versions.endpointPickerImage", "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.1"),
-        "Deployment",
-        (("versions.routingSidecarImage", "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.1"),),
+        checks_keep_running=True,
     ),
     "saxml-v5e": Case(
         "saxml-v5e",
@@ -198,15 +199,22 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
     record = Record(case)
     config = cp.load_stack(case.stack)  # the nodes depend on the pools only, not on case.config
     with (
-        cp.control_plane(cp.stack_nodes(config), service_cidr=str(config.network.service_cidr)) as plane,
+        cp.control_plane(
+            cp.stack_nodes(config),
+            service_cidr=str(config.network.service_cidr),
+            complete_jobs=not case.checks_keep_running,
+        ) as plane,
         ctl.controllers(plane) as running,
     ):
         gke_addons.install(plane, config.versions.gateway_api_inference_extension)
         balancers = gke_addons.LoadBalancers(plane)
         generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
         webhook = slice_webhook.SliceWebhook(plane, generation)
-        balancers.start()
-        webhook.start()
+        pollers: list[Any] = [balancers, webhook]
+        if case.checks_keep_running:
+            pollers.append(smoke_pod.SmokePods(plane, config.serving.namespace, smoke_job.JOB_NAME))
+        for poller in pollers:
+            poller.start()
         try:
             api = Api(plane)
             ws = readme_stack(engine, case.stack, label, project=PROJECT_ID, token=TOKEN)
@@ -221,8 +229,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
                 record.seconds[label] = time.monotonic() - started
                 record.runs[label] = done
                 running.check_alive()
-                balancers.check()
-                webhook.check()
+                for poller in pollers:
+                    poller.check()
                 return done
 
             up = step("up", "up", "--yes", "--skip-preview", "--policy-pack", "policy")
@@ -249,8 +257,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             if again.returncode == 0:
                 record.history = json.loads(ws.pulumi("stack", "history", "--json", "--stack", name).stdout)
 
-            for key, image in (case.bump, *case.also):
-                ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", image, "--stack", name)
+            ws.pulumi("config", "set", "--path", f"tpu-slicing:{case.bump[0]}", case.bump[1], "--stack", name)
             preview = step("bump preview", "preview", "--json", "--diff")
             if preview.returncode == 0:
                 record.bump_steps = [s for s in json.loads(preview.stdout)["steps"] if s["op"] != "same"]
@@ -283,7 +290,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
                     finally:
                         record.seconds[f"recipe: {recipe.name}"] = time.monotonic() - started
                     running.check_alive()
-                    webhook.check()
+                    for poller in pollers:
+                        poller.check()
 
             # The README's teardown, then destroy.
             for key in ("cluster.deletionProtection", "cluster.protect"):
@@ -302,8 +310,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
         finally:
             record.webhook_calls = list(webhook.calls)
             record.assigned = dict(balancers.assigned)
-            webhook.stop()
-            balancers.stop()
+            for poller in reversed(pollers):
+                poller.stop()
     return record
 
 
@@ -552,5 +560,5 @@ def test_the_api_server_called_the_slice_webhooks_on_serving_workloads(lifecycle
         assert lifecycle.webhook_calls == []  # fixed slices: no slice controller
         return
     kinds = {kind for _path, kind, namespace in lifecycle.webhook_calls}
-    assert {"LeaderWorkerSet", "Job"} <= kinds, lifecycle.webhook_calls
+    assert {"LeaderWorkerSet", "Job", "JobSet"} <= kinds, lifecycle.webhook_calls  # serving, smoke test, check
     assert all(namespace not in slice_webhook.EXEMPT for _p, _k, namespace in lifecycle.webhook_calls)

@@ -179,7 +179,7 @@ def test_a_change_that_changes_nothing_says_so(clone: Clone, tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1:] == ["", "No changes."]
     assert report["noop"] is True and report["tpuCost"]["touched"] is False
-    assert report["summary"] == {"add": 0, "change": 0, "remove": 0}
+    assert report["summary"] == {"add": 0, "change": 0, "remove": 0, "rewired": 0}
     # The base's tree was planned once for all these tests: its document is cached by tree hash.
     assert list((clone.path / "build" / "plan-cache").glob("*.json"))
     again, same = clone.diff("base", tmp_path)  # the same tree on both sides: planned once, from the cache

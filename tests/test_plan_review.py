@@ -61,6 +61,23 @@ def test_diff_reports_added_removed_and_changed_fields(dev_doc: dict[str, Any]) 
     assert document.diff_markdown(dev_doc, copy.deepcopy(dev_doc), "dev").rstrip().endswith("No changes.")
 
 
+def test_a_change_of_dependencies_alone_is_not_a_change_to_apply(dev_doc: dict[str, Any]) -> None:
+    """The engine gives a resource whose only change is its dependencies no step: `make diff`
+    counts it apart, so "to change" matches what `pulumi preview` plans (a replica change gave
+    every router object one more NetworkPolicy to wait for: "18 to change" where the preview
+    updated 2, tests/operations.py's recipe)."""
+    new = copy.deepcopy(dev_doc)
+    key = "router/kubernetes:apps/v1:Deployment::epp"
+    new["resources"][key]["dependsOn"] = [*new["resources"][key]["dependsOn"], "extra/kubernetes:v1:Service::extra"]
+    report = document.diff_report(dev_doc, new, "dev")
+    assert report["summary"] == {"add": 0, "change": 0, "remove": 0, "rewired": 1}
+    assert report["changed"] == [] and report["rewired"] == [key]
+    assert "**0 to add, 0 to change, 0 to remove**" in report["markdown"]
+    assert "1 more only depend on other resources now" in report["markdown"]
+    assert f"| `{key}` | `extra` | - |" in report["markdown"]
+    assert not report["noop"]
+
+
 def test_diff_never_shows_secrets() -> None:
     raw, secrets = dev_raw()
     docs = []
