@@ -134,10 +134,41 @@ class ApiError(ControlPlaneError):
         self.body = body
 
 
+# Ports for the plane's processes and servers that must be named before they bind (etcd, the API
+# server, the controllers' health and webhook ports). A port the kernel chose (bind to port 0) lies
+# in its ephemeral range, where it also chooses the source port of every outgoing connection of
+# every process: between choosing and binding, another test's client took one (CI10: LWS's
+# "bind: address already in use"). So these come from below that range, where the kernel never
+# chooses, each pytest-xdist worker from its own block, in turn within the block.
+PORT_BASE, PORT_BLOCK = 15_000, 1_000
+_next_port: list[int] = []
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default range starts here (Documentation/networking/ip-sysctl.rst)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port no other process holds, outside the kernel's ephemeral range, that no other
+    xdist worker of this run hands out."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    blocks = max(1, (_ephemeral_low() - PORT_BASE) // PORT_BLOCK)
+    start = PORT_BASE + (int(worker) if worker.isdigit() else 0) % blocks * PORT_BLOCK
+    if not _next_port:
+        _next_port.append(0)
+    for _ in range(PORT_BLOCK):
+        port = start + _next_port[0] % PORT_BLOCK
+        _next_port[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # held by a process of ours still running, or by another program
+            return port
+    raise ControlPlaneError(f"no free port in {start}-{start + PORT_BLOCK - 1}")
 
 
 @dataclass

@@ -21,7 +21,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pods import saxml_publish as sp
+from tests.control_plane import free_port  # outside the kernel's ephemeral range
 
 SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "saxml_publish.py"
 
@@ -263,12 +263,6 @@ def sax2(servers: ServerControl) -> FakeSax:
 @pytest.fixture()
 def sax1(servers: ServerControl) -> FakeSax:
     return servers.start(FakeSax(1))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---------------------------------------------------------------------------
