@@ -7,6 +7,7 @@ One plane serves the module; `make controlplane` builds its binaries.
 from __future__ import annotations
 
 import re
+import socket
 import sys
 import time
 from collections import Counter
@@ -304,3 +305,23 @@ def test_controller_wrapper_modules_pin_the_versions_the_program_installs(name: 
     assert match, f"tools/controlplane/{name}/go.mod pins no sigs.k8s.io/{name}"
     assert match.group(1) == "v" + getattr(Versions(), name).removeprefix("v")
     assert re.search(rf"^tool sigs\.k8s\.io/{name}\b", text, re.MULTILINE), "the controller's main package is the tool"
+
+
+def test_ports_named_before_binding_are_outside_the_ephemeral_range_and_per_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel picks outgoing connections' source ports from its ephemeral range, so a port
+    chosen there could be taken before the controller binds it (CI10's LWS health port)."""
+    low = cp._ephemeral_low()
+    monkeypatch.setattr(cp, "_next_port", [])
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    first = [cp.free_port() for _ in range(5)]
+    assert all(cp.PORT_BASE <= port < min(low, cp.PORT_BASE + cp.PORT_BLOCK) for port in first), first
+    assert len(set(first)) == 5
+    monkeypatch.setattr(cp, "_next_port", [])
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    second = cp.free_port()
+    assert cp.PORT_BASE + cp.PORT_BLOCK <= second < cp.PORT_BASE + 2 * cp.PORT_BLOCK < low
+    with socket.socket() as held:  # a port something holds is skipped
+        held.bind(("127.0.0.1", second + 1))
+        assert cp.free_port() not in (second, second + 1)
