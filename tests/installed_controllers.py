@@ -16,15 +16,22 @@ webhooks that name those Services, as the controller's certificate manager would
 
 When the process answers /readyz (the chart's readiness probe), its pods are annotated as served and
 the plane's gated kwok Stage makes them Ready (tests/control_plane.py Network), which is what
-satisfies the Release's await (Helm's wait for the Deployment). The API server reaches the webhooks
+satisfies the Release's await (Helm's wait for the Deployment). A Helm upgrade that changes the pod
+template (a new chart version: its image, its configuration) makes the Deployment roll out a new
+ReplicaSet (or, back to an earlier template, revive an old one with a new revision); when the first
+pod of the newest ReplicaSet is bound, the process is restarted from the Deployment as it now is,
+as that pod's container would start with the new configuration. The API server reaches the webhooks
 through the pod network stand-in (tests/standins/pod_network.py), which `resolve` answers: a pod IP
 and the container port of the manager's webhook server lead to the process's webhook port, and
 Kueue's visibility port to the discovery stand-in of tests/standins/kueue_visibility.py. One
 process plays every replica (Kueue's two), so leader election is off. When a controller's pods are
 gone (helm uninstall), its process is stopped.
 
-What it cannot show: the controllers' images (the binaries are built from the same module tag, not
-pulled), their in-cluster certificate rotation, pod restarts, resource limits and probes' timing.
+What it cannot show: the controllers' images (the binaries are built from the one pinned module tag,
+not pulled, so a chart of another version runs the pinned binary with that chart's configuration),
+their in-cluster certificate rotation, a rollout's overlap (one process plays the old and the new
+replicas, so the webhooks are down while it restarts, where real replicas overlap), pod restarts
+that do not change the template, resource limits and probes' timing.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from tests import controllers as ctl
 from tests.standins.kueue_visibility import KueueVisibility
 from tests.standins.poller import Poller
 
+REVISION = "deployment.kubernetes.io/revision"
 GATED = ("app.kubernetes.io/instance", tuple(program.CHARTS))  # the charts' pods carry their release name
 
 
@@ -59,6 +67,7 @@ class Body:
     webhook_container_port: int
     visibility_container_port: int | None = None  # Kueue's aggregated API: tests/standins/kueue_visibility.py
     served: bool = False
+    template: str = ""  # the pod-template-hash of the pods it was started for (the ReplicaSet's)
 
 
 class Bodies(Poller):
@@ -71,7 +80,8 @@ class Bodies(Poller):
         self.workdir = workdir
         self.bodies: dict[str, Body] = {}
         self.started: list[str] = []  # "<name> <uid of the first pod>" per start
-        self.stopped: list[str] = []
+        self.stopped: list[str] = []  # the controllers whose pods were all gone (helm uninstall)
+        self.restarted: list[str] = []  # "<name> <old template> -> <new template>" per rollout
         self.routed: list[str] = []  # the controller each routed connection reached
         self.visibility = KueueVisibility()
 
@@ -82,9 +92,16 @@ class Bodies(Poller):
             pods = self._pods(spec.namespace, name)
             bound = [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
             body = self.bodies.get(name)
+            current = self._current_template(spec.namespace, spec.deployment) if bound else ""
+            newer = [p for p in bound if body is not None and _template(p) == current != body.template]
+            if body is not None and newer:
+                self.restarted.append(f"{name} {body.template} -> {current}")
+                self._stop_body(name, uninstalled=False)
+                body = None
             if body is None and bound:
                 self.bodies[name] = body = self._start(name, spec.namespace)
-                self.started.append(f"{name} {bound[0]['metadata']['uid']}")
+                body.template = current
+                self.started.append(f"{name} {(newer or bound)[0]['metadata']['uid']}")
             if body is None:
                 continue
             if body.process.popen.poll() is not None:
@@ -137,6 +154,24 @@ class Bodies(Poller):
         selector = f"{GATED[0]}={release}"
         found = self.plane.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector})
         return list(found["items"])
+
+    def _current_template(self, namespace: str, deployment: str) -> str:
+        """The pod-template-hash of the Deployment's newest ReplicaSet: the one with the highest
+        revision, which a rollback to an earlier template raises again (k8s.io/kubernetes v1.36.3
+        pkg/controller/deployment/util/deployment_util.go:48 RevisionAnnotation)."""
+        sets = self.plane.request("GET", f"/apis/apps/v1/namespaces/{namespace}/replicasets")["items"]
+        mine = [
+            rs
+            for rs in sets
+            if any(
+                o["kind"] == "Deployment" and o["name"] == deployment
+                for o in rs["metadata"].get("ownerReferences") or []
+            )
+        ]
+        if not mine:
+            return ""
+        newest = max(mine, key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(REVISION, "0")))
+        return str((newest["metadata"].get("labels") or {}).get("pod-template-hash", ""))
 
     def _deployment(self, name: str, namespace: str) -> dict[str, Any]:
         path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{program.CHARTS[name].deployment}"
@@ -208,15 +243,22 @@ class Bodies(Poller):
                 changed["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = bundle
                 self.plane.request("PUT", f"{base}/{crd['metadata']['name']}", changed)
 
-    def _stop_body(self, name: str) -> None:
+    def _stop_body(self, name: str, uninstalled: bool = True) -> None:
         body = self.bodies.pop(name, None)
         if body is not None:
             body.process.stop()
-            self.stopped.append(name)
+            if uninstalled:
+                self.stopped.append(name)
 
     def log_tail(self, name: str, lines: int = 40) -> str:
         body = self.bodies.get(name)
         return body.process.tail(lines) if body else ""
+
+
+def _template(pod: Mapping[str, Any]) -> str:
+    # The Deployment controller labels a ReplicaSet's pods with its template's hash
+    # (k8s.io/kubernetes v1.36.3 pkg/controller/deployment/sync.go:199, DefaultDeploymentUniqueLabelKey).
+    return str((pod["metadata"].get("labels") or {}).get("pod-template-hash", ""))
 
 
 @contextlib.contextmanager

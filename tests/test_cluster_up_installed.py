@@ -1,6 +1,7 @@
 """The default install path: `pulumi up` and `pulumi destroy` of the dev stack with
 `controllers.install: true`, JobSet, Kueue and LWS installed by the program's Helm Releases from a
-chart mirror on loopback.
+chart mirror on loopback; between them, the README's controller recipe: Kueue moved to another
+patch release and back, each an in-place Helm upgrade applied while serving runs.
 
 Real: the `pulumi` CLI and engine, the Kubernetes provider and the Helm inside it; the charts as
 their releases ship them, served by an OCI registry (tests/chart_mirror.py); etcd, kube-apiserver,
@@ -34,7 +35,7 @@ import yaml
 
 from k8s import controllers as program
 from k8s.slice_controller import NAMESPACE as SLICE_NAMESPACE
-from tests import charts
+from tests import charts, operations
 from tests import control_plane as cp
 from tests import installed_controllers as installed
 from tests.chart_mirror import ChartMirror
@@ -58,6 +59,11 @@ class Run:
     missing: dict[str, list[str]] = field(default_factory=dict)  # manifest objects not live after up
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # live manager ConfigMaps
     bump_steps: list[dict[str, Any]] = field(default_factory=list)
+    # The patch applied (to KUEUE_OTHER_PATCH) and rolled back (to the pin): per step, the Kueue
+    # manager's image once the Release's rollout ended, the serving pods and Kueue's admission
+    # before and after, and the processes restarted for the new ReplicaSets.
+    patches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    restarted: list[str] = field(default_factory=list)
     refresh: Any = None
     pulled: list[str] = field(default_factory=list)  # chart manifests the mirror served
     webhook_connections: list[tuple[str, int, bool]] = field(default_factory=list)
@@ -113,6 +119,7 @@ def _run(engine: Engine, base: Path) -> Run:
                 _lifecycle(Setting(engine, base, plane, bodies, mirror, config, network), run)
                 run.webhook_connections = list(network.connections)
                 run.started, run.stopped, run.routed = list(bodies.started), list(bodies.stopped), list(bodies.routed)
+                run.restarted = list(bodies.restarted)
             run.pulled = [path for method, path, status in mirror.requests() if "/manifests/" in path and status == 200]
     finally:
         shutil.rmtree(short, ignore_errors=True)
@@ -199,7 +206,17 @@ def _lifecycle(setting: Setting, run: Run) -> None:
         preview = step("bump preview", "preview", "--json", "--diff")
         if preview.returncode == 0:
             run.bump_steps = [s for s in json.loads(preview.stdout)["steps"] if s["op"] != "same"]
-        ws.pulumi("config", "rm", "--path", "tpu-slicing:versions.kueue", "--stack", name)
+            # The README's recipe, applied: the other patch, then back to the pin (an upgrade from
+            # that patch), each a Helm upgrade of the one Release while serving keeps running.
+            for label, edit in (
+                ("patch", ()),
+                ("patch back", ("config", "rm", "--path", "tpu-slicing:versions.kueue")),
+            ):
+                if edit:
+                    ws.pulumi(*edit, "--stack", name)
+                if not _apply_patch(setting, run, label, step):
+                    break
+        ws.pulumi("config", "rm", "--path", "tpu-slicing:versions.kueue", "--stack", name, check=False)
 
         for key in ("cluster.deletionProtection", "cluster.protect"):
             ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", "false", "--stack", name)
@@ -218,6 +235,47 @@ def _lifecycle(setting: Setting, run: Run) -> None:
     finally:
         for poller in (admission, webhook, balancers):
             poller.stop()
+
+
+def _apply_patch(setting: Setting, run: Run, label: str, step: Any) -> bool:
+    """`up` a Kueue chart version change and record what it did; False when it failed."""
+    plane, namespace = setting.plane, setting.config.serving.namespace
+    kueue = program.CHARTS["kueue"]
+    deployment = f"/apis/apps/v1/namespaces/{kueue.namespace}/deployments/{kueue.deployment}"
+    record: dict[str, Any] = {
+        "pods before": operations.serving_pods(plane, namespace),
+        "admission before": operations.admission(plane, namespace),
+    }
+    run.patches[label] = record
+    if step(f"{label} up", "up", "--yes", "--skip-preview", "--policy-pack", "policy").returncode != 0:
+        return False
+
+    def rolled_out() -> bool:
+        live = plane.request("GET", deployment)
+        status, replicas = live.get("status") or {}, live["spec"].get("replicas", 1)
+        return bool(
+            status.get("observedGeneration") == live["metadata"]["generation"]
+            and status.get("updatedReplicas") == replicas == status.get("readyReplicas") == status.get("replicas")
+        )
+
+    plane.wait_for(f"the {label} rollout of Kueue's Deployment", rolled_out, 180, 1.0)
+    plane.wait_for(
+        "serving as it was before",
+        lambda: (
+            operations.admission(plane, namespace) == record["admission before"]
+            and operations.settled(plane, namespace) == ""
+        ),
+        180,
+        1.0,
+    )
+    live = plane.request("GET", deployment)
+    record["images"] = sorted(c["image"] for c in live["spec"]["template"]["spec"]["containers"])
+    record["pods after"] = operations.serving_pods(plane, namespace)
+    record["admission after"] = operations.admission(plane, namespace)
+    again = step(
+        f"{label} second up", "up", "--yes", "--skip-preview", "--expect-no-changes", "--policy-pack", "policy"
+    )
+    return bool(again.returncode == 0)
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +343,21 @@ def test_a_kueue_patch_version_is_an_in_place_helm_upgrade(installed_run: Run) -
     _ok(installed_run, "bump preview")
     changed = {(s["op"], s["urn"].rsplit("::", 1)[1]) for s in installed_run.bump_steps}
     assert changed == {("update", "kueue")}, installed_run.bump_steps
+
+
+def test_a_kueue_patch_applied_and_rolled_back_restarts_only_kueue(installed_run: Run) -> None:
+    """The README's controller recipe in installed mode: each `up` upgrades the one Release in place,
+    Kueue's Deployment rolls out the chart's image, its manager restarts on the new ReplicaSet, no
+    serving pod restarts, Kueue's admission is as it was, and a second `up` is a no-op."""
+    for label, version in (("patch", KUEUE_OTHER_PATCH), ("patch back", program_version("kueue"))):
+        _ok(installed_run, f"{label} up")
+        _ok(installed_run, f"{label} second up")
+        record = installed_run.patches[label]
+        assert f"registry.k8s.io/kueue/kueue:v{version}" in record["images"], record["images"]
+        assert record["pods before"], "no serving pod ran before the patch"
+        assert record["pods after"] == record["pods before"], label
+        assert record["admission after"] == record["admission before"], label
+    assert [r.split()[0] for r in installed_run.restarted] == ["kueue", "kueue"], installed_run.restarted
 
 
 def test_destroy_uninstalls_every_release(installed_run: Run) -> None:
