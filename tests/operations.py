@@ -339,41 +339,35 @@ def apply(stack: Stack, recipe: Recipe, up: tuple[str, ...]) -> RecipeRun:
     if run.up.returncode == 0:
         if recipe.nodes is not None:
             # Named as the plane's nodes were, from the stack file the stack was made from.
-            run.nodes = follow_pools(stack.plane, stack_config(stack.stack_file, stack.plane_stack))
-        try:
-            stack.plane.wait_for(
-                "every LeaderWorkerSet settled",
-                lambda: settled(stack.plane, stack.namespace) == "",
-                SETTLE_TIMEOUT,
-                1.0,
-            )
-        except cp.ControlPlaneError:
-            run.settled = settled(stack.plane, stack.namespace) or "settled only after the wait"
+            run.nodes = follow_pools(plane, stack_config(stack.stack_file, stack.plane_stack))
 
         def as_planned() -> bool:
             done = set(preempted_since(counts, preemption_counts(plane, namespace))) >= set(run.predicted_preempted)
             return done and admission(plane, namespace) == run.predicted
 
-        if not run.settled:
-            try:
-                plane.wait_for(f"Kueue's admission {run.predicted}", as_planned, SETTLE_TIMEOUT, 1.0)
-            except cp.ControlPlaneError:
-                run.settled = "Kueue's admission is not what `make diff` planned (below)"
-        if recipe.workload_priority is not None and not run.settled:
+        waits: list[tuple[str, Callable[[], bool], Callable[[], str]]] = [
+            ("every LeaderWorkerSet settled", lambda: settled(plane, namespace) == "",
+             lambda: settled(plane, namespace) or "settled only after the wait"),
+            (f"Kueue's admission {run.predicted}", as_planned,
+             lambda: "Kueue's admission is not what `make diff` planned (below)"),
+        ]  # fmt: skip
+        if recipe.workload_priority is not None:
             level, wanted = recipe.workload_priority
 
             def others() -> list[str]:
                 return priorities_other_than(plane, namespace, level, wanted)
 
+            waits.append((f"every {level} Workload at priority {wanted}", lambda: not others(),
+                          lambda: f"{level} Workloads not at {wanted}: {others()}"))  # fmt: skip
+        for what, done, missing in waits:  # in order; the first that times out says what is missing
             try:
-                plane.wait_for(
-                    f"every {level} Workload at priority {wanted}", lambda: not others(), SETTLE_TIMEOUT, 1.0
-                )
+                plane.wait_for(what, done, SETTLE_TIMEOUT, 1.0)
             except cp.ControlPlaneError:
-                run.settled = f"{level} Workloads not at {wanted}: {others()}"
+                run.settled = missing()
+                break
     run.admission = admission(plane, namespace)
     run.preemptions = preempted_since(counts, preemption_counts(plane, namespace))
-    after = serving_pods(stack.plane, stack.namespace)
+    after = serving_pods(plane, namespace)
     run.kept = sorted(k for k in before.keys() & after.keys() if before[k] == after[k])
     run.replaced = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
     run.added = sorted(after.keys() - before.keys())
