@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= dev
+# Times a recipe line into the phase table `make test` prints (tools/ci/phase.sh).
+PHASE := bash tools/ci/phase.sh
 BASE ?= origin/main
 # STACK and BASE reach the commands as environment variables, each one argument whatever it holds:
 # `make plan STACK='dev; touch x'` runs no `touch` and `STACK='dev --out /x'` adds no option. Make
@@ -13,40 +15,40 @@ export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
 
-.PHONY: plan preview test lint unit bench lock clean diff graph docs stacks engine controlplane crds gcpdata policy-venv real-preview
+.PHONY: plan preview test check lint unit bench lock clean diff graph docs stacks engine controlplane crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PHASE) "venv runtime" $(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(PHASE) "venv dev" $(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	touch $@
 
 # The policy pack's own virtualenv: the CLI runs a local pack from policy/venv but never creates it.
 policy/venv/.ready: policy/requirements.txt constraints.txt
 	$(PYTHON) -m venv policy/venv
-	policy/venv/bin/python -m pip install -q --disable-pip-version-check -r policy/requirements.txt
+	$(PHASE) "venv policy" policy/venv/bin/python -m pip install -q --disable-pip-version-check -r policy/requirements.txt
 	touch $@
 
 policy-venv: policy/venv/.ready
 
 ## engine: build the real pulumi CLI, Kubernetes provider, its Helm and the test chart registry from pinned Go modules (cached outside the repo)
 engine:
-	bash tools/engine/build.sh
+	$(PHASE) "build engine" bash tools/engine/build.sh
 
 ## controlplane: build the local control plane's etcd, kube-apiserver, -controller-manager, -scheduler and kwok (cached outside the repo)
 controlplane:
-	bash tools/controlplane/build.sh
+	$(PHASE) "build controlplane" bash tools/controlplane/build.sh
 
 ## crds: lay out the upstream CRDs the tests use from each component's Go module (pins and sha256: tools/crds/pins.tsv), outside the repo
 crds:
-	bash tools/crds/fetch.sh
+	$(PHASE) crds bash tools/crds/fetch.sh
 
 ## gcpdata: download Google's API discovery documents (google.golang.org/api, pin: tools/gcpdata/go.mod) into the Go module cache: test data for the GCP stand-in
 gcpdata:
-	bash tools/gcpdata/fetch.sh >/dev/null
+	$(PHASE) gcpdata bash -c 'bash tools/gcpdata/fetch.sh >/dev/null'
 
 ## real-preview: a real `pulumi preview` of stack $(STACK) on a local backend (stand-ins for GCP, see README)
 real-preview: engine $(VENV)/.dev policy/venv/.ready
@@ -77,16 +79,23 @@ docs: $(VENV)/.runtime
 stacks: $(VENV)/.runtime
 	$(PY) -m plan stacks
 
-## test: lint, type-check and run the whole test suite
-test: lint unit
+## test: lint, type-check and run the whole test suite (what CI runs); ends with the time of each phase
+test:
+	@mkdir -p build && : > build/phases.tsv
+	@TPU_SLICING_PHASES=$(CURDIR)/build/phases.tsv $(MAKE) --no-print-directory lint unit; status=$$?; \
+		$(PYTHON) tools/ci/phase_table.py build/phases.tsv; exit $$status
+
+## check: lint, type-check and every test that needs no Go build, in minutes (make test is what CI runs)
+check: lint $(VENV)/.dev crds gcpdata policy/venv/.ready
+	$(PY) -m pytest -n auto --dist loadgroup -m "not go_built"
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy .
+	$(PHASE) "lint ruff" $(VENV)/bin/ruff check .
+	$(PHASE) "lint format" $(VENV)/bin/ruff format --check .
+	$(PHASE) "lint mypy" $(VENV)/bin/mypy .
 
 unit: $(VENV)/.dev engine controlplane crds gcpdata policy/venv/.ready
-	$(PY) -m pytest -n auto --dist loadgroup
+	$(PHASE) pytest $(PY) -m pytest -n auto --dist loadgroup --durations=25
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
 bench: $(VENV)/.dev engine controlplane crds policy/venv/.ready

@@ -167,8 +167,13 @@ def deploy(base: Foundation) -> Served:
                 # Nor is the number of groups: a scale-up's new groups enter the picker's pool only
                 # once their readiness probes pass, and a scale-down leaves groups already tested,
                 # so a replica change re-ran the Job for nothing (the README's Operations recipes).
+                # Nor are the other backends' blocks, which a vllm-pd stack may not set (settings'
+                # backend keys): only their defaults, so a new key there re-ran the Job for nothing.
                 serving_spec=[
-                    serving.model_dump(mode="json", exclude={"prefill": {"replicas"}, "decode": {"replicas"}}),
+                    serving.model_dump(
+                        mode="json",
+                        exclude={"prefill": {"replicas"}, "decode": {"replicas"}, "saxml": True, "jetstream": True},
+                    ),
                     versions.model_dump(mode="json", exclude=set(CONTROLLER_CHARTS)),
                 ],
                 depends_on=[pd, router, slice_controller],

@@ -1,4 +1,5 @@
-"""How long a disaggregated vLLM deployment may take to come up, from one set of figures.
+"""How long a disaggregated vLLM deployment, or a JetStream (MaxText) one, may take to come up,
+from one set of figures.
 
 Each wait the stack sets is either an upstream program's own timeout or the sum of the waits it
 must outlast, so no deadline can end before the work it watches:
@@ -6,7 +7,10 @@ must outlast, so no deadline can end before the work it watches:
 - a leader's startup probe outlasts its own script: the Ray head waits for the group's workers,
   then the API server waits for the engine core;
 - the smoke test outlasts Kueue's admission, the slice's activation, the image pull and a leader's
-  startup; `pulumi up` outlasts the smoke test.
+  startup; `pulumi up` outlasts the smoke test;
+- JetStream's smoke test outlasts the image pull and its server's startup probe, which outlasts the
+  MaxText engine's model load (no Kueue, no slice activation: its slices are fixed node pools that
+  exist before its pods).
 
 Plain Python: the settings refuse a smoke deadline below `smoke_deadline_min_seconds`, the
 workloads write the figures into the objects, and a test reads them back from those objects.
@@ -33,6 +37,15 @@ ENGINE_READY_TIMEOUT_SECONDS = 10800
 # at the value GKE's dynamic-slicing guide gives (../shared/reference/dynamic-slicing.md).
 SLICE_ACTIVATION_TIMEOUT_SECONDS = 3600
 
+# How long JetStream's MaxText engine may take to restore its checkpoint from GCS, compile and warm
+# up before jetstream-http's /healthcheck answers: the engine figure above. GKE's JetStream + Pathways
+# tutorial gives Llama 3.1 405B (int8, v6e 4x4) a startup probe of 600 s delay + 10000 x 1 s
+# (GoogleCloudPlatform/kubernetes-engine-samples ai-ml/llm-serving-tpus-jetstream/pathways/
+# jetstream-pathways-llama-3-1-405b-4x4.yaml, 06e7ed12) and says the restore alone "might take about
+# 10 to 20 minutes" (docs.cloud.google.com/kubernetes-engine/docs/tutorials/serve-multihost-tpu-jetstream):
+# 10600 s, which the engine figure covers for a model of that size or less.
+JETSTREAM_LOAD_SECONDS = ENGINE_READY_TIMEOUT_SECONDS
+
 # Slack on top of a sum of timeouts: the probe's own period, process start, the image pull of a
 # multi-GiB vLLM image on a new node, Kueue's admission pass.
 STARTUP_MARGIN_SECONDS = 600
@@ -47,6 +60,7 @@ class ServingBudget:
     startup_margin_seconds: int = STARTUP_MARGIN_SECONDS
     admission_and_pull_seconds: int = ADMISSION_AND_PULL_SECONDS
     probe_period_seconds: int = 30
+    jetstream_load_seconds: int = JETSTREAM_LOAD_SECONDS
 
     @property
     def startup_seconds(self) -> int:
@@ -62,6 +76,22 @@ class ServingBudget:
     def smoke_deadline_min_seconds(self) -> int:
         """The least a smoke Job started with the LeaderWorkerSets may wait for its first answer."""
         return self.admission_and_pull_seconds + self.activation_seconds + self.startup_seconds
+
+    @property
+    def jetstream_startup_seconds(self) -> int:
+        """What a multi-host JetStream server's startup probe allows: the model load and the margin."""
+        return self.jetstream_load_seconds + self.startup_margin_seconds
+
+    @property
+    def jetstream_startup_failures(self) -> int:
+        """That probe's failureThreshold at `probe_period_seconds`, rounded up."""
+        return -(-self.jetstream_startup_seconds // self.probe_period_seconds)
+
+    @property
+    def jetstream_smoke_deadline_seconds(self) -> int:
+        """How long JetStream's smoke Job, started with its servers, waits for the first answer: the
+        image pull (the admission half of that figure is slack here) and the server's startup."""
+        return self.admission_and_pull_seconds + self.jetstream_startup_seconds
 
 
 BUDGET = ServingBudget()

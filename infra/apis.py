@@ -9,7 +9,14 @@ import pulumi_gcp as gcp
 
 # The reference's step 02, plus what the stack writes to: Cloud Monitoring (the dashboard, the
 # alerts, Managed Prometheus) and Cloud Logging (the node service account's log writes), which
-# new projects often but not always have on. Storage is on in every project.
+# new projects often but not always have on; Cloud Storage, whose buckets the program creates
+# (Saxml's admin bucket), reads and grants on (the weights bucket): on by default in a console-made
+# project ("Services enabled by default", cloud.google.com/service-usage/docs/enabled-service), not
+# in every one; and the IAM Service Account Credentials API, through which the GKE metadata server
+# mints a Google service account's token for a pod whose Kubernetes ServiceAccount is bound to it
+# (GKE "Authenticate to Google Cloud APIs from GKE workloads", cloud.google.com/kubernetes-engine/
+# docs/how-to/workload-identity; Saxml's pods): off, the pod's every GCS call gets a 403
+# ("IAM Service Account Credentials API has not been used in project N", google/kctf#194).
 REQUIRED_APIS = (
     "container.googleapis.com",
     "compute.googleapis.com",
@@ -19,6 +26,8 @@ REQUIRED_APIS = (
     "networkservices.googleapis.com",
     "monitoring.googleapis.com",
     "logging.googleapis.com",
+    "storage.googleapis.com",
+    "iamcredentials.googleapis.com",
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pulumi
 import pulumi_gcp as gcp
@@ -13,8 +14,11 @@ from domain import gke_versions
 from settings.model import MaintenanceExclusion, Platform
 from settings.naming import Names
 
-# GKE's minimal role for node service accounts (logging, metrics, image pulls).
+# GKE's minimal role for node service accounts: logging, monitoring and autoscaling metrics. It grants
+# no image pulls from private Artifact Registry repositories (GKE "Configure GKE node service accounts"
+# adds roles/artifactregistry.reader for those); every image the stacks pin is public.
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Container-Optimized OS with containerd: what GKE's TPU and dynamic-slicing docs run on, pinned
 # so a change of GKE's default image type never reaches the pools unannounced.
 IMAGE_TYPE = "COS_CONTAINERD"
@@ -73,15 +77,34 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
     )
 
 
+def _in_force(exclusion: MaintenanceExclusion | None, now: datetime) -> MaintenanceExclusion | None:
+    """The exclusion, or None once its end has passed: GKE refuses an exclusion that is over, so
+    keeping it would fail every update after the stack's own window ends. Left out, the next `up`
+    drops it from the cluster's policy in place, and node upgrades run at GKE's cadence again."""
+    if exclusion is None or not exclusion.over(now):
+        return exclusion
+    assert exclusion.end is not None
+    pulumi.log.warn(
+        f"cluster.maintenanceExclusion {exclusion.name} ended {_rfc3339(exclusion.end)}: left out of the cluster's "
+        "maintenance policy, so GKE upgrades the cluster and its TPU nodes at its cadence again; set a new window "
+        "(an end in the future, or untilEndOfSupport: true) or remove it from the stack file"
+    )
+    return None
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def _maintenance_policy(args: ClusterArgs) -> gcp.container.ClusterMaintenancePolicyArgs:
     exclusions = []
-    exclusion = args.maintenance_exclusion
+    exclusion = _in_force(args.maintenance_exclusion, datetime.now(UTC))
     if exclusion is not None:
         exclusions.append(
             gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
                 exclusion_name=exclusion.name,
-                start_time=exclusion.start.isoformat().replace("+00:00", "Z"),
-                end_time=exclusion.end.isoformat().replace("+00:00", "Z") if exclusion.end else None,
+                start_time=_rfc3339(exclusion.start),
+                end_time=_rfc3339(exclusion.end) if exclusion.end else None,
                 exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
                     scope=exclusion.scope.value,
                     end_time_behavior="UNTIL_END_OF_SUPPORT" if exclusion.until_end_of_support else None,
@@ -183,6 +206,11 @@ class Cluster(pulumi.ComponentResource):
                 # can be sized, labelled and changed without recreating the cluster.
                 remove_default_node_pool=True,
                 initial_node_count=1,
+                # GKE still creates the default pool first (and deletes it); without this it would
+                # run, however briefly, as the Compute Engine default service account.
+                node_config=gcp.container.ClusterNodeConfigArgs(
+                    service_account=self.node_account.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]
+                ),
                 release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.platform.release_channel),
                 min_master_version=versions.version(),
                 gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD"),
@@ -227,10 +255,13 @@ class Cluster(pulumi.ComponentResource):
             # A version chosen from the channel is kept in state: a later preview, when the channel
             # offers something newer, changes nothing (the channel upgrades the control plane
             # itself). An explicit pin is tracked, so editing it is an update.
+            # nodeConfig only shapes the default pool at creation and is ForceNew (google-beta
+            # node_config.go schemaNodeConfig): a cluster created before it was set is kept, not replaced.
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=args.protect,
-                ignore_changes=[] if args.version else ["minMasterVersion"],
+                depends_on=[node_role],
+                ignore_changes=["nodeConfig", *([] if args.version else ["minMasterVersion"])],
                 # Runs only when the cluster is to be created, in preview too.
                 hooks=pulumi.ResourceHookBinding(
                     before_create=[
@@ -256,7 +287,7 @@ class Cluster(pulumi.ComponentResource):
                     machine_type=args.system_machine_type,
                     image_type=IMAGE_TYPE,
                     service_account=self.node_account.email,
-                    oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                    oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA"
                     ),

@@ -81,6 +81,15 @@ def reservation_affinity(path: str | None) -> gcp.container.NodePoolNodeConfigRe
     )
 
 
+def _labels(key: str, pool_name: str) -> dict[str, str]:
+    """The pool's node labels; a name shortened to GKE's limit (settings/naming.py `tpu_pool`) keeps
+    its whole sub-block here. Pools whose name holds it get no new label: no update of a live pool."""
+    labels = {"tpu-slicing/role": "tpu"}
+    if not pool_name.endswith(f"-tpu-{key}"):
+        labels["tpu-slicing/sub-block"] = key
+    return labels
+
+
 class TpuPools(pulumi.ComponentResource):
     pools: list[gcp.container.NodePool]
 
@@ -122,7 +131,7 @@ class TpuPools(pulumi.ComponentResource):
                         workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                             mode="GKE_METADATA"
                         ),
-                        labels={"tpu-slicing/role": "tpu"},
+                        labels=_labels(key, pool_name),
                     ),
                 ),
                 opts=pulumi.ResourceOptions(

@@ -45,7 +45,9 @@ DURATIONS: dict[str, int] = {
 SYSTEM_POOL_SECONDS = 240
 TPU_POOL_SECONDS = 900
 DEFAULT_SECONDS = 2  # plain Kubernetes objects: one API call
-SERVING_SECONDS = {"serving-smoke-test": 1800, "sax-publish": 900, "jetstream": 1800}
+# The readiness resource of each backend: the Job `pulumi up` waits for (vLLM's and JetStream's smoke
+# test, Saxml's publish); the servers it proves skip the await, so they take one API call here.
+SERVING_SECONDS = {"serving-smoke-test": 1800, "sax-publish": 900}
 SERVING_KINDS = (
     "kubernetes:batch/v1:Job",
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet",

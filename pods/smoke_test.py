@@ -1,4 +1,5 @@
-"""Smoke-test an OpenAI-compatible LLM endpoint (vLLM behind an internal GKE Gateway).
+"""Smoke-test an OpenAI-compatible LLM endpoint (vLLM behind an internal GKE Gateway), or JetStream's
+HTTP front (``--api jetstream``, below).
 
 Shipped alone inside a ConfigMap and run as a Kubernetes Job on a stock
 ``python:3.12-slim`` image, so this file must stay self-contained: standard
@@ -73,6 +74,23 @@ logged (decode's scheduler had already counted its tokens as external, and the r
 tpu-inference reports no load errors to vLLM (no get_block_ids_with_load_errors). Either flag alone
 runs its own check; both share each completion.
 
+With ``--api jetstream`` (JetStream's ``jetstream-http`` front instead of vLLM), one request
+replaces the two above, retried the same way:
+
+  POST <base>/generate  {"prompt", "max_tokens"}
+
+and success means HTTP 200 with a JSON body whose ``response`` is a string. That is the pinned
+image's API: ``jetstream-http:v0.2.3`` is built from GoogleCloudPlatform/ai-on-gke
+tutorials-and-examples/inference-servers/jetstream/http-server (Dockerfile: uvicorn
+``http_server:app`` on port 8000; http_server.py: ``GenerateRequest`` with ``prompt`` and
+``max_tokens``, ``POST /generate`` answering ``{"response": <text>}``, any failure of the gRPC call
+to the engine on 127.0.0.1:9000 an HTTP 500 ``{"detail": ...}``), and GKE's JetStream + Pathways
+tutorial sends exactly that request (``curl ... /generate --data '{"prompt": ..., "max_tokens":
+200}'``, answer ``{"response": ...}``). JetStream's own experimental server
+(jetstream/entrypoints/http/api_server.py: ``POST /v1/generate``, port 8080) is not what that image
+runs. The model is not part of the request (``--model`` is optional and only reported), a 500 is
+retried (the engine behind the front is still loading), and the long-prompt checks do not apply.
+
 Exit codes: 0 every check passed, 1 a check failed, 2 bad arguments.
 """
 
@@ -100,6 +118,11 @@ EXIT_USAGE = 2
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
+# The APIs this program speaks: vLLM's OpenAI-compatible one, and JetStream's jetstream-http front.
+OPENAI_API = "openai"
+JETSTREAM_API = "jetstream"
+APIS = (OPENAI_API, JETSTREAM_API)
+JETSTREAM_GENERATE_PATH = "/generate"
 PREFILL_CHECK = "prefill"
 KV_TRANSFER_CHECK = "kv_transfer"
 PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
@@ -198,6 +221,7 @@ class Settings:
     max_tokens: int
     prefill_metrics_url: str | None = None
     decode_metrics_url: str | None = None
+    api: str = OPENAI_API
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,7 +255,19 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         )
 
     add("--base-url", "SMOKE_BASE_URL", "http(s) URL of the server without /v1, e.g. http://10.10.0.100; required")
-    add("--model", "SMOKE_MODEL", "served model name, e.g. Qwen/Qwen3.5-397B-A17B-FP8; required")
+    add(
+        "--api",
+        "SMOKE_API",
+        f"the server's API: {OPENAI_API} (vLLM: /v1/completions and /v1/chat/completions) or {JETSTREAM_API} "
+        "(jetstream-http: POST /generate)",
+        OPENAI_API,
+    )
+    add(
+        "--model",
+        "SMOKE_MODEL",
+        f"served model name, e.g. Qwen/Qwen3.5-397B-A17B-FP8; required for --api {OPENAI_API}, only reported for "
+        f"{JETSTREAM_API}",
+    )
     # A 397B model can take tens of minutes to load, hence the generous default.
     add("--deadline-seconds", "SMOKE_DEADLINE_SECONDS", "overall time limit for both endpoints", "3600")
     add("--request-timeout-seconds", "SMOKE_REQUEST_TIMEOUT_SECONDS", "timeout of one request", "300")
@@ -302,8 +338,15 @@ def parse_settings(argv: Sequence[str] | None, env: Mapping[str, str]) -> Settin
     ns = build_parser(env).parse_args(argv)
     if ns.base_url is None:
         raise UsageError("--base-url/SMOKE_BASE_URL is required")
-    if ns.model is None or not ns.model.strip():
+    api = str(ns.api).strip()
+    if api not in APIS:
+        raise UsageError(f"--api/SMOKE_API must be one of {', '.join(APIS)}, got {ns.api!r}")
+    if api == OPENAI_API and (ns.model is None or not ns.model.strip()):
         raise UsageError("--model/SMOKE_MODEL is required")
+    if api == JETSTREAM_API and (ns.prefill_metrics_url is not None or ns.decode_metrics_url is not None):
+        raise UsageError(
+            f"--prefill-metrics-url and --decode-metrics-url check vLLM's disaggregated serving; not with --api {api}"
+        )
     if not ns.prompt:
         raise UsageError("--prompt/SMOKE_PROMPT must not be empty")
     initial = _positive_float(ns.initial_backoff_seconds, "--initial-backoff-seconds/SMOKE_INITIAL_BACKOFF_SECONDS")
@@ -312,7 +355,7 @@ def parse_settings(argv: Sequence[str] | None, env: Mapping[str, str]) -> Settin
         raise UsageError(f"--max-backoff-seconds ({cap:g}) must be >= --initial-backoff-seconds ({initial:g})")
     return Settings(
         base_url=validate_base_url(ns.base_url),
-        model=ns.model.strip(),
+        model=(ns.model or "").strip(),
         deadline_seconds=_positive_float(ns.deadline_seconds, "--deadline-seconds/SMOKE_DEADLINE_SECONDS"),
         request_timeout_seconds=_positive_float(
             ns.request_timeout_seconds, "--request-timeout-seconds/SMOKE_REQUEST_TIMEOUT_SECONDS"
@@ -329,6 +372,7 @@ def parse_settings(argv: Sequence[str] | None, env: Mapping[str, str]) -> Settin
             if ns.decode_metrics_url is not None
             else None
         ),
+        api=api,
     )
 
 
@@ -457,6 +501,12 @@ def chat_text(doc: Any) -> str | None:
     return None
 
 
+def generate_text(doc: Any) -> str | None:
+    """jetstream-http's ``{"response": <text>}``: the text if it is a string, else None (wrong shape)."""
+    text = doc.get("response") if isinstance(doc, dict) else None
+    return text if isinstance(text, str) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
     path: str
@@ -466,6 +516,15 @@ class Endpoint:
 
 
 def endpoints(settings: Settings) -> list[Endpoint]:
+    if settings.api == JETSTREAM_API:
+        return [
+            Endpoint(
+                JETSTREAM_GENERATE_PATH,
+                {"prompt": settings.prompt, "max_tokens": settings.max_tokens},
+                generate_text,
+                '"response" string',
+            )
+        ]
     return [
         Endpoint(
             COMPLETIONS_PATH,

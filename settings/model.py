@@ -10,9 +10,10 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import itertools
+import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -161,13 +162,8 @@ class MaintenanceExclusion(StrictModel):
             raise ValueError("set exactly one of end and untilEndOfSupport")
         if self.until_end_of_support and self.scope is ExclusionScope.NO_UPGRADES:
             raise ValueError("untilEndOfSupport is only allowed with NO_MINOR_UPGRADES or NO_MINOR_OR_NODE_UPGRADES")
-        if self.end is not None and self.end <= datetime.now(UTC):
-            # GKE refuses an exclusion whose window is over ("end time must be in the future"), and one
-            # that were kept would hold nothing back: TPU node upgrades would run at GKE's cadence.
-            raise ValueError(
-                f"end {self.end.isoformat()} has passed: the exclusion would hold nothing back; allowed: an end in "
-                "the future, or untilEndOfSupport: true"
-            )
+        # An end that has passed is accepted: the stack must keep previewing after its own window ends.
+        # infra/cluster.py leaves such an exclusion out of the cluster's policy, with a warning (`over`).
         if self.end is not None:
             if self.end <= self.start:
                 raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
@@ -180,6 +176,11 @@ class MaintenanceExclusion(StrictModel):
                     f"this one lasts {(self.end - self.start).days}"
                 )
         return self
+
+    def over(self, now: datetime) -> bool:
+        """The window has ended: GKE refuses such an exclusion ("end time must be in the future"), and
+        it would hold nothing back."""
+        return self.end is not None and self.end <= now
 
 
 @dataclass(frozen=True)
@@ -680,6 +681,9 @@ class JetstreamConfig(StrictModel):
     max_prefill_predict_length: int = Field(1024, ge=16, le=131_072)
     max_target_length: int = Field(2048, ge=32, le=262_144)
     quantization: Literal["", "int8"] = ""
+    # MaxText's ici_tensor_parallelism; unset: 1 on one host (the single-host samples), and on a
+    # Pathways slice the most the model's KV heads allow (StackConfig.jetstream_tensor_parallelism).
+    tensor_parallelism: int | None = Field(None, ge=1, le=4096)
 
     @model_validator(mode="after")
     def _lengths(self) -> JetstreamConfig:
@@ -1043,8 +1047,25 @@ class StackConfig(StrictModel):
         if serving.backend is Backend.JETSTREAM:
             self._check_maxtext(generation)
 
+    def jetstream_tensor_parallelism(self) -> int:
+        """MaxText's ici_tensor_parallelism for the JetStream engine (ici_autoregressive_parallelism=-1
+        takes the slice's other devices). Given, it is checked by `_check_maxtext`. Unset: 1 on one host,
+        as the single-host samples; on a Pathways slice the largest count dividing both the slice's
+        devices and the model's KV heads, as GKE's JetStream + Pathways tutorial shards Llama 3.1 405B
+        (8 KV heads) over a 16-chip v6e slice with ici_tensor_parallelism=8 and autoregressive 2; all
+        the devices when the engine image is outside domain/maxtext_models.py's table."""
+        jet, slice_ = self.serving.jetstream, self.serving.slice
+        if jet.tensor_parallelism is not None:
+            return jet.tensor_parallelism
+        if slice_.vms == 1:
+            return 1
+        devices = slice_.generation.devices(slice_.shape)
+        model = (maxtext_models.models_for(self.versions.jetstream_maxengine_image) or {}).get(jet.maxtext_model)
+        return math.gcd(devices, model.kv_heads) if model is not None else devices
+
     def _check_maxtext(self, generation: topology.Generation) -> None:
-        """The MaxText model name and the KV cache MaxEngine allocates at start-up (domain/maxtext_models.py)."""
+        """The MaxText model name, its tensor parallelism and the KV cache MaxEngine allocates at start-up
+        (domain/maxtext_models.py)."""
         jet, slice_, image = self.serving.jetstream, self.serving.slice, self.versions.jetstream_maxengine_image
         models = maxtext_models.models_for(image)
         if models is None:  # a tag the table does not know: its MaxText revision cannot be read here
@@ -1057,6 +1078,7 @@ class StackConfig(StrictModel):
                 f"validate_model_name refuses it when every server starts; allowed: {', '.join(sorted(models))}"
             )
         devices = generation.devices(slice_.shape)
+        self._check_tensor_parallelism(model, devices)
         per_sequence = jet.max_target_length * model.kv_bytes_per_token()
         kv = maxtext_models.kv_cache_bytes(
             model,
@@ -1080,6 +1102,30 @@ class StackConfig(StrictModel):
             f"{jet.max_target_length} tokens x {model.kv_bytes_per_token() // 1024} KiB per token of "
             f"{jet.maxtext_model} = {kv / gib:.0f} GiB, beside {weights / gib:.0f} GiB of weights: more than the "
             f"{hbm / gib:.0f} GiB HBM of serving.slice.topology {slice_.topology}; allowed: {allowed}"
+        )
+
+    def _check_tensor_parallelism(self, model: maxtext_models.MaxTextModel, devices: int) -> None:
+        """MaxText shards the key and value projections' heads axis and the KV cache's heads over the
+        tensor axis (MaxText jetstream-v0.2.2 MaxText/layers/attentions.py, kernel_axes ("embed", "heads",
+        "kv") of features (num_kv_heads, head_dim); configs/base.yml logical_axis_rules `heads` and
+        `cache_heads` on 'tensor'), and the ici axes multiply to the slice's devices (pyconfig's mesh,
+        ici_autoregressive_parallelism=-1 filling the rest): a count above the KV heads, or one that
+        divides either unevenly, leaves a KV head split across chips or the mesh short of devices."""
+        tp, heads = self.jetstream_tensor_parallelism(), model.kv_heads
+        if tp <= heads and heads % tp == 0 and devices % tp == 0:
+            return
+        common = math.gcd(devices, heads)
+        allowed = ", ".join(str(d) for d in range(1, common + 1) if common % d == 0)
+        name, topology_ = self.serving.jetstream.maxtext_model, self.serving.slice.topology
+        if tp > heads:
+            reason = f"above the {heads} KV heads of {name} (MaxText shards the KV heads over tensor parallelism)"
+        elif heads % tp:
+            reason = f"not a divisor of the {heads} KV heads of {name} (MaxText shards them over tensor parallelism)"
+        else:
+            reason = f"not a divisor of the {devices} devices of serving.slice.topology {topology_}"
+        raise ValueError(
+            f"serving.jetstream.tensorParallelism {tp} is {reason}; allowed: {allowed} (divisors of both the "
+            f"{heads} KV heads and the {devices} devices; ici_autoregressive_parallelism takes the other devices)"
         )
 
     def _check_servable(self, generation: topology.Generation) -> None:

@@ -7,13 +7,16 @@ and so two stacks with different prefixes never collide in one project/region.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Google Cloud limits (resource naming docs): most compute names 63, GKE
-# cluster and node-pool names 40, service account ids 30.
+# cluster and node-pool names 40 (google-beta resource_container_node_pool.go, name_prefix:
+# "name is limited to 40"), service account ids 30.
 COMPUTE_LIMIT = 63
 GKE_LIMIT = 40
+POOL_HASH_CHARACTERS = 6  # of a long key's sha256: what keeps two shortened pool names apart
 SERVICE_ACCOUNT_LIMIT = 30
 K8S_NAME_LIMIT = 63
 
@@ -74,8 +77,22 @@ class Names:
         """A TPU pool's name, from what it binds: its sub-block (``dev-tpu-sub-block-1``), or its
         position when pools share a block or run on demand (``dev-tpu-2``). GKE's pool name is
         ForceNew (resource_container_node_pool.go), so a name tied to a list position would rebind
-        and replace a healthy cube when an earlier sub-block is retired."""
-        return f"{self.prefix}-tpu-{key}"
+        and replace a healthy cube when an earlier sub-block is retired.
+
+        Sub-block names are Google's and may be long: a name over GKE's 40 characters keeps the
+        key's start and ends in a hash of the whole key (``dev-tpu-<start>-1a2b3c``), stable for
+        the key; a name that fits is left as it is, so no live pool is renamed (replaced)."""
+        name = f"{self.prefix}-tpu-{key}"
+        if len(name) <= GKE_LIMIT:
+            return name
+        digest = hashlib.sha256(str(key).encode()).hexdigest()[:POOL_HASH_CHARACTERS]
+        room = GKE_LIMIT - len(f"{self.prefix}-tpu-") - 1 - POOL_HASH_CHARACTERS
+        start = str(key)[: max(room, 0)].rstrip("-")
+        return f"{self.prefix}-tpu-{start}-{digest}" if start else f"{self.prefix}-tpu-{digest}"
+
+    def tpu_pool_shortened(self, key: str | int) -> bool:
+        """The pool's name does not hold its whole key (a label then carries it)."""
+        return self.tpu_pool(key) != f"{self.prefix}-tpu-{key}"
 
     # Cluster-scoped Kueue objects: several stacks may share one cluster's API
     # in future, and distinct names make kubectl output self-explaining.

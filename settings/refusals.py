@@ -381,23 +381,6 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         pack="pinned-images",
     ),
     RefusedClass(
-        "maintenance exclusion already over",
-        MaintenanceExclusion._window,
-        {
-            "cluster": {
-                "maintenanceExclusion": {
-                    "name": "past",
-                    "scope": "NO_UPGRADES",
-                    "start": "2020-01-01T00:00:00Z",
-                    "end": "2020-01-20T00:00:00Z",
-                    "untilEndOfSupport": None,
-                }
-            }
-        },
-        "cluster.maintenanceExclusion",
-        "an end in the future",
-    ),
-    RefusedClass(
         "alerts that tell no one",
         StackConfig._check_alerts,
         {"observability": {"alerts": {"enabled": True}}},
@@ -722,6 +705,14 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
         {"serving": {"jetstream": {"maxtextModel": "llama-2-70b"}}},
         "serving.jetstream.maxtextModel",
         "llama2-70b, llama2-7b",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
+        "MaxText tensor parallelism above the model's KV heads",
+        StackConfig._check_tensor_parallelism,
+        {"serving": {"jetstream": {"tensorParallelism": 32}}},
+        "serving.jetstream.tensorParallelism",
+        "allowed: 1, 2, 4, 8",
         stack="jetstream-v5e",
     ),
     RefusedClass(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -14,6 +15,40 @@ from settings.loader import load
 from settings.model import StackConfig
 
 DevRunner = Callable[..., engine.PlanResult]
+
+pytest_plugins = ["tests.suite_timing"]
+
+# The harness modules that run what `make engine` and `make controlplane` build (the CLI, the
+# provider, Helm, the chart registry, the control plane and the controllers). A test module that
+# uses any of them, or starts a plane, is marked `go_built`; `make check` runs the others.
+GO_HARNESSES = frozenset(
+    f"tests.{name}"
+    for name in ("engine", "controllers", "charts", "chart_mirror", "installed_controllers", "operations")
+)
+
+
+def _uses_go_built(module: object) -> bool:
+    """Whether a test module holds one of the harness modules, or anything defined in one.
+
+    tests/control_plane.py is left out: its pure helpers (free_port, load_stack, ApiError) serve
+    tests that start nothing; a module that starts a plane carries the plane's xdist group.
+    """
+    for value in vars(module).values():
+        origin = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+        if origin in GO_HARNESSES:
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    verdicts: dict[object, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module not in verdicts:
+            verdicts[module] = module is not None and _uses_go_built(module)
+        grouped = any(mark.args[:1] == ("control-plane",) for mark in item.iter_markers("xdist_group"))
+        if verdicts[module] or grouped:
+            item.add_marker(pytest.mark.go_built)
 
 
 def dev_raw() -> tuple[dict[str, Any], list[str]]:

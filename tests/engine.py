@@ -167,7 +167,8 @@ class Workspace:
 
     def bare_project(self, stack: str) -> Path:
         """Give `stack` a bare Google Cloud project of its own (the stand-in GCP provider's), holding
-        only what the stack's owner has beforehand: its reservation and its weights bucket."""
+        only what the stack's owner has beforehand: the reservations of tests/standins/reservations.py
+        (declared apart from the stack) and its weights bucket."""
         from plan import engine as offline
         from settings.loader import load
         from tests.standins import gcp_provider

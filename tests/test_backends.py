@@ -115,8 +115,14 @@ def test_saxml_admin_state_bucket_and_bucket_scoped_roles(saxml: PlanResult) -> 
     # Only the cell's own state: emptied by a destroy rather than left to stop it halfway.
     assert bucket.get("forceDestroy") is True
     members = saxml.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert [(m.get("role"), m.get("member")) for m in members] == [
-        ("roles/storage.objectAdmin", "serviceAccount:saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com")
+    # Registration order is not the program's to promise: the viewer waits on the project-number read.
+    assert sorted((m.get("role"), m.get("member")) for m in members) == [
+        ("roles/storage.objectAdmin", "serviceAccount:saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com"),
+        (
+            "roles/storage.objectViewer",
+            "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+            "example-tpu-project.svc.id.goog/subject/ns/sax/sa/sax-http",
+        ),
     ]
     wi = saxml.one("gcp:serviceaccount/iAMMember:IAMMember")
     assert wi.get("role") == "roles/iam.workloadIdentityUser"
@@ -332,3 +338,34 @@ def test_a_slice_stack_switches_backend_by_one_key() -> None:
         load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets).serving.backend.value
         == "jetstream"
     )
+
+
+# Roles that let a principal read an object (Cloud Storage IAM roles: storage.objects.get).
+OBJECT_READERS = {"roles/storage.objectViewer", "roles/storage.objectAdmin", "roles/storage.objectUser"}
+
+
+def test_every_saxml_server_that_reads_the_cell_bucket_has_an_identity_that_may(saxml: PlanResult) -> None:
+    """sax-http, like the admin and model servers, reads the cell's admin address from the bucket on
+    every call (saxml common/addr.go FetchAddr via SAX_ROOT/GSBUCKET); its pod's identity, a Google
+    service account its Kubernetes account is bound to or the Kubernetes account as a Workload
+    Identity principal, needs a read role on that bucket, or every /listcell, /publish and /generate fails."""
+    bucket = saxml.one("gcp:storage/bucket:Bucket").get("name")
+    readers = {
+        m.get("member")
+        for m in saxml.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        if m.get("role") in OBJECT_READERS
+    }
+    accounts = {a.get("metadata.name"): a for a in saxml.of_type("kubernetes:core/v1:ServiceAccount")}
+    checked = []
+    for deployment in saxml.of_type("kubernetes:apps/v1:Deployment"):
+        pod = deployment.get("spec.template.spec")
+        env = {e["name"]: e.get("value", "") for c in pod["containers"] for e in c.get("env") or []}
+        if not ({"SAX_ROOT", "GSBUCKET"} & set(env)):
+            continue
+        name = pod["serviceAccountName"]
+        google = (accounts[name].get("metadata.annotations") or {}).get("iam.gke.io/gcp-service-account")
+        principal = f"/subject/ns/{deployment.get('metadata.namespace')}/sa/{name}"
+        allowed = (google and f"serviceAccount:{google}" in readers) or any(str(m).endswith(principal) for m in readers)
+        assert allowed, f"{deployment.get('metadata.name')} runs as {name}, which may not read gs://{bucket}"
+        checked.append(deployment.get("metadata.name"))
+    assert sorted(checked) == ["sax-admin-server", "sax-http"]

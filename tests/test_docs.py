@@ -89,7 +89,8 @@ def test_the_test_command_runs_a_control_plane_group_on_one_worker(tmp_path: Pat
     """`make unit`'s pytest options keep every `xdist_group` on one worker (tests/control_plane.py
     XDIST_GROUP: one plane at a time). pytest 9.2 with pytest-xdist 3.8.0 silently spread them."""
     command = next(line for line in recipe("unit") if "pytest" in line)
-    options = expand(command, {"PY": sys.executable})[3:]  # after `python -m pytest`
+    words = expand(command, {"PY": sys.executable, "PHASE": "bash tools/ci/phase.sh"})
+    options = words[words.index("-m") + 2 :]  # after `python -m pytest`
     options = ["2" if word == "auto" else word for word in options]  # two workers on any machine
     log = tmp_path / "workers.log"
     for module in ("a", "b"):

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infra.apis import REQUIRED_APIS
 from plan.engine import cloud_state
 from tests.standins import gcp_project as gp
+from tests.standins import reservations
 from tests.standins.gcp_project import GcpError, Project, SubBlock
+
+pytestmark = pytest.mark.gcp_standin
 
 P = "example-tpu-project"
 POOL = f"{P}.svc.id.goog"
@@ -64,15 +69,30 @@ def create(project: Project, token: str, inputs: dict[str, Any], name: str = "r"
     return project.try_create(token, inputs, state, resource_id)
 
 
-def with_gke(project: Project) -> Project:
+AI_ZONES = {"name": gp.AI_ZONES_FEATURE, "project": P, "activationStatus": "ENABLED"}
+
+
+def with_gke(project: Project, *, ai_zones: bool = True) -> Project:
     for api in (gp.CONTAINER, gp.COMPUTE, gp.IAM, gp.RESOURCE_MANAGER):
         assert create(project, gp.SERVICE, service(api), api.split(".")[0]) is None
+    if ai_zones:
+        assert create(project, gp.PREVIEW_FEATURE, AI_ZONES, "ai-zones-visibility") is None
     return project
+
+
+def workload_policy(mode: str = "PROVISION_ONLY", kind: str = "HIGH_THROUGHPUT", topology: str = "4x4x4") -> dict:
+    policy: dict[str, Any] = {"type": kind, "acceleratorTopology": topology}
+    if mode:
+        policy["acceleratorTopologyMode"] = mode
+    return {"name": "dev-cube-policy", "project": P, "region": "us-central1", "workloadPolicy": policy}
+
+
+UNDER_POLICY = {"placementPolicy": {"policyName": "dev-cube-policy", "type": ""}}
 
 
 def test_rules_are_unique_and_sourced() -> None:
     assert len(set(gp.RULE_NAMES)) == len(gp.RULES)
-    assert all(rule.source for rule in gp.RULES)
+    assert all(rule.source for rule in (*gp.RULES, *gp.TOKEN_RULES))
     assert set(gp.SERVICE_OF_TOKEN) | set(gp.SERVICE_OF_INVOKE) >= {
         gp.CLUSTER,
         gp.NODE_POOL,
@@ -279,9 +299,16 @@ def test_a_node_pool_needs_its_cluster_and_its_placement_policy() -> None:
     )
     assert create(project, gp.CLUSTER, cluster(), "cluster") is None
     error = project.refuse_create(gp.NODE_POOL, pool)
-    assert error is not None and error.rule == "placement-policy-not-found"
-    policy = {"name": "dev-cube-policy", "project": P, "region": "us-central1"}
-    assert create(project, gp.RESOURCE_POLICY, policy, "policy") is None
+    assert error is not None and (error.code, error.reason, error.rule) == (
+        400,
+        "invalid",
+        "placement-policy-not-found",
+    )
+    assert error.message == (
+        "error creating NodePool: googleapi: Error 400: Invalid value for 'nodePool.placementPolicy.policyName': "
+        f"'projects/{P}/regions/us-central1/resourcePolicies/dev-cube-policy', invalid"
+    )
+    assert create(project, gp.RESOURCE_POLICY, workload_policy(mode=""), "policy") is None
     assert project.refuse_create(gp.NODE_POOL, pool) is None
 
 
@@ -290,6 +317,7 @@ def reserved_project(*, healthy: bool = True, free: int = 16) -> Project:
     project.declare_reservation(
         RESERVATION,
         zone=ZONE,
+        machine_type="tpu7x-standard-4t",
         sub_blocks={
             "block-0": {
                 "sub-block-0": SubBlock(count=16, in_use_count=16 - free, health=gp.HEALTHY if healthy else "DEGRADED"),
@@ -324,14 +352,20 @@ def test_a_reservation_path_outside_the_declared_reservation_is_refused() -> Non
     )
 
 
-def test_an_unhealthy_sub_block_is_refused() -> None:
+def test_a_pool_on_an_unhealthy_sub_block_is_created_and_its_vms_stay_unprovisioned() -> None:
+    # GCP is not shown to refuse it (PROVISIONING_RULES): the pool exists, its VMs never come up.
     project = reserved_project(healthy=False)
-    error = project.refuse_create(gp.NODE_POOL, node_pool())
-    assert error is not None and (error.status, error.rule) == ("FAILED_PRECONDITION", "sub-block-unhealthy")
-    # The other, healthy sub-block of the block still takes a pool.
-    assert (
-        project.refuse_create(gp.NODE_POOL, node_pool(path=SUB_BLOCK_0.replace("sub-block-0", "sub-block-1"))) is None
-    )
+    assert create(project, gp.NODE_POOL, node_pool(), "cube-0") is None
+    pool = f"projects/{P}/locations/us-central1/clusters/dev-gke/nodePools/dev-tpu-1"
+    assert project.unprovisioned == {pool: 16}
+    assert project.refusals == []
+    # The other, healthy sub-block of the block still takes a pool, and provisions it.
+    other = node_pool("dev-tpu-2", path=SUB_BLOCK_0.replace("sub-block-0", "sub-block-1"))
+    assert create(project, gp.NODE_POOL, other, "cube-1") is None
+    assert project.unprovisioned == {pool: 16}
+    _, state = cloud_state(gp.NODE_POOL, "cube-0", node_pool())
+    project.deleted(gp.NODE_POOL, state)
+    assert project.unprovisioned == {}
 
 
 def test_a_sub_block_with_too_few_free_hosts_is_refused_and_pools_use_hosts_up() -> None:
@@ -365,6 +399,22 @@ def test_a_bucket_member_needs_the_bucket_and_get_bucket_answers_it() -> None:
     assert taken is not None and "The requested bucket name is not available" in taken.message
 
 
+def test_a_pod_bound_to_a_google_account_gets_its_token_once_the_program_enables_its_apis() -> None:
+    project = Project.at(None)
+    account = f"saxml@{P}.iam.gserviceaccount.com"
+    error = project.refuse_token_exchange(account)
+    assert error is not None and (error.code, error.rule) == (403, "token-api-disabled")
+    assert error.message.startswith(
+        "Unable to generate access token; IAM returned 403 Forbidden: IAM Service Account Credentials API has not "
+        f"been used in project {project.number} before or it is disabled."
+    )
+    # A Kubernetes ServiceAccount that is itself the principal impersonates no Google account.
+    assert project.refuse_token_exchange(None) is None
+    for api in REQUIRED_APIS:
+        assert create(project, gp.SERVICE, service(api), api.split(".")[0]) is None
+    assert project.refuse_token_exchange(account) is None
+
+
 def test_read_reports_what_gke_normalises() -> None:
     project = with_gke(Project.at(None))
     policy_pool = node_pool(path=None, placementPolicy={"policyName": "dev-cube-policy", "type": "COMPACT"})
@@ -389,7 +439,9 @@ def test_a_service_kept_on_destroy_stays_enabled() -> None:
 def test_state_survives_save_and_load(tmp_path: Path) -> None:
     path = tmp_path / "project.json"
     first = with_gke(Project.at(path))
-    first.declare_reservation(RESERVATION, zone=ZONE, sub_blocks={"block-0": {"sub-block-0": SubBlock(16)}})
+    first.declare_reservation(
+        RESERVATION, zone=ZONE, machine_type="tpu7x-standard-4t", sub_blocks={"block-0": {"sub-block-0": SubBlock(16)}}
+    )
     assert create(first, gp.CLUSTER, cluster(), "cluster") is None
     assert first.refuse_create(gp.CLUSTER, cluster()) is not None
 
@@ -444,3 +496,150 @@ def test_threads_sharing_one_in_memory_project() -> None:
     for thread in threads:
         thread.join()
     assert sum(r["token"] == gp.ACCOUNT for r in project.resources.values()) == 16
+
+
+# --- the TPU pool rules: each refuses what GCP refuses, whatever the program's own numbers say
+
+
+def policy_project(policy: dict[str, Any] | None = None, *, ai_zones: bool = True) -> Project:
+    project = with_gke(Project.at(None), ai_zones=ai_zones)
+    reservations.declare(project)
+    assert create(project, gp.CLUSTER, cluster(), "cluster") is None
+    assert create(project, gp.RESOURCE_POLICY, policy or workload_policy(), "policy") is None
+    return project
+
+
+FIXTURE_SUB_BLOCK = f"{reservations.TPU7X.path(P)}/reservationBlocks/block-0/reservationSubBlocks/sub-block-0"
+
+
+def cube(nodes: int = 16, **extra: Any) -> dict[str, Any]:
+    return node_pool(path=FIXTURE_SUB_BLOCK, nodes=nodes, **{**UNDER_POLICY, **extra})
+
+
+def test_the_owners_reservations_are_a_fixture_not_the_program() -> None:
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(Path(reservations.__file__).read_text())):
+        if isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+    # Neither the capacity model (domain/, settings/capacity.py) nor a stack file.
+    assert not imported & {"domain", "settings", "plan", "backends", "infra"}, imported
+    assert reservations.TPU7X.zone == "us-central1-ai1a" and reservations.V5E.zone == "us-west4-a"
+    assert [s.count for s in reservations.TPU7X.blocks["block-0"].values()] == [16, 16, 16, 16]
+    assert all(s.health == gp.HEALTHY for s in reservations.TPU7X.blocks["block-0"].values())
+
+
+def test_a_pool_in_an_ai_zone_waits_for_the_visibility_feature() -> None:
+    project = policy_project(ai_zones=False)
+    error = project.refuse_create(gp.NODE_POOL, cube())
+    assert error is not None and (error.code, error.rule) == (400, "ai-zone-hidden")
+    assert error.message == (
+        'error creating NodePool: googleapi: Error 400: Location "us-central1-ai1a" does not exist., badRequest'
+    )
+    assert create(project, gp.PREVIEW_FEATURE, {**AI_ZONES, "activationStatus": "DISABLED"}, "ai") is None
+    assert (project.refuse_create(gp.NODE_POOL, cube()) or GcpError(0, "", "", "", "")).rule == "ai-zone-hidden"
+    assert create(project, gp.PREVIEW_FEATURE, AI_ZONES, "ai") is None  # an update of the same switch
+    assert project.refuse_create(gp.NODE_POOL, cube()) is None
+    # Deleting it from a stack leaves it on; an ordinary zone never needed it.
+    project.deleted(gp.PREVIEW_FEATURE, AI_ZONES)
+    assert project.refuse_create(gp.NODE_POOL, cube()) is None
+    assert not gp.is_ai_zone("us-central1-a") and gp.is_ai_zone("us-central1-ai1a")
+
+
+def test_a_pools_machine_type_is_its_reservations() -> None:
+    project = policy_project()
+    wrong = cube()
+    wrong["nodeConfig"]["machineType"] = "tpu7x-standard-8t"
+    error = project.refuse_create(gp.NODE_POOL, wrong)
+    assert error is not None and (error.code, error.rule) == (429, "reservation-machine-type")
+    assert "required 16 and short of 16 VM count of machine type tpu7x-standard-8t." in error.message
+    assert project.refuse_create(gp.NODE_POOL, cube()) is None
+
+
+@pytest.mark.parametrize(
+    ("nodes", "topology", "refused"), [(16, "4x4x4", False), (8, "4x4x4", True), (32, "4x4x4", True)]
+)
+def test_a_pools_vms_times_chips_per_vm_make_its_policy_topology(nodes: int, topology: str, refused: bool) -> None:
+    project = policy_project(workload_policy(mode="", topology=topology))
+    error = project.refuse_create(gp.NODE_POOL, cube(nodes))
+    assert (error.rule if error else None) == ("tpu-topology-size" if refused else None)
+    if error:
+        assert error.message == (
+            f"error creating NodePool: googleapi: Error 400: Node count {nodes} is not a valid size of TPU pod "
+            f"slice with topology {topology}., badRequest"
+        )
+
+
+@pytest.mark.parametrize(
+    ("machine", "nodes", "topology", "refused"),
+    [
+        ("ct5lp-hightpu-4t", 8, "4x8", False),
+        ("ct5lp-hightpu-4t", 4, "4x8", True),
+        ("ct5lp-hightpu-8t", 4, "4x8", True),  # VMs x chips match, but multi-host v5e is 4t only
+        ("ct5lp-hightpu-8t", 1, "2x4", False),  # one host
+    ],
+)
+def test_a_v5e_pools_vms_and_machine_type_make_its_tpu_topology(
+    machine: str, nodes: int, topology: str, refused: bool
+) -> None:
+    project = with_gke(Project.at(None))
+    assert create(project, gp.CLUSTER, cluster(), "cluster") is None
+    pool = node_pool(path=None, nodes=nodes, placementPolicy={"type": "COMPACT", "tpuTopology": topology})
+    pool["nodeLocations"] = ["us-west4-a"]
+    pool["nodeConfig"]["machineType"] = machine
+    error = project.refuse_create(gp.NODE_POOL, pool)
+    assert (error.rule if error else None) == ("tpu-topology-size" if refused else None)
+
+
+def test_a_v5e_pool_binds_the_v5e_reservation_by_its_machine_type() -> None:
+    project = with_gke(Project.at(None))
+    reservations.declare(project)
+    assert create(project, gp.CLUSTER, cluster(), "cluster") is None
+    pool = node_pool(path=reservations.V5E.path(P), nodes=8, placementPolicy={"type": "COMPACT", "tpuTopology": "4x8"})
+    pool["nodeLocations"] = ["us-west4-a"]
+    pool["nodeConfig"]["machineType"] = "ct5lp-hightpu-4t"
+    assert create(project, gp.NODE_POOL, pool, "slice-0") is None
+    assert create(project, gp.NODE_POOL, {**pool, "name": "slice-1"}, "slice-1") is None
+    third = project.refuse_create(gp.NODE_POOL, {**pool, "name": "slice-2"})
+    assert third is not None and third.rule == "reservation-insufficient"  # 16 VMs: two 4x8 slices
+
+
+def test_provision_only_needs_a_specific_reservation() -> None:
+    project = policy_project()
+    for affinity in ({"consumeReservationType": "ANY_RESERVATION"}, None):
+        pool = cube()
+        if affinity is None:
+            del pool["nodeConfig"]["reservationAffinity"]
+        else:
+            pool["nodeConfig"]["reservationAffinity"] = affinity
+        error = project.refuse_create(gp.NODE_POOL, pool)
+        assert error is not None and error.rule == "provision-only-needs-specific-reservation"
+    assert "requires a specific reservation: reservation affinity is ANY_RESERVATION." in project.refusals[0]["message"]
+    assert project.refuse_create(gp.NODE_POOL, cube()) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "topology", "mode"),
+    [
+        ("HIGH_AVAILABILITY", "4x4x4", "PROVISION_ONLY"),
+        ("HIGH_THROUGHPUT", "4x4x8", "PROVISION_ONLY"),
+        ("HIGH_THROUGHPUT", "cube", ""),
+        ("", "4x4x4", ""),
+    ],
+)
+def test_a_workload_policy_gke_does_not_take_for_tpus_is_refused(kind: str, topology: str, mode: str) -> None:
+    project = policy_project(workload_policy(mode=mode, kind=kind, topology=topology))
+    error = project.refuse_create(gp.NODE_POOL, cube())
+    assert error is not None and (error.code, error.rule) == (400, "workload-policy-not-for-tpu"), error
+
+
+def test_tpu7x_takes_a_workload_policy_not_a_compact_placement() -> None:
+    project = policy_project()
+    compact = cube(placementPolicy={"type": "COMPACT", "tpuTopology": "4x4x4"})
+    error = project.refuse_create(gp.NODE_POOL, compact)
+    assert error is not None and error.rule == "tpu7x-needs-workload-policy"
+    assert (
+        "Creation of a managed instance group with tpu7x-standard-4t machine type with placement policy is not "
+        "supported. Use workload policy instead." in error.message
+    )

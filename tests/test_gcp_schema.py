@@ -1,4 +1,4 @@
-"""tests/standins/gcp_schema.py against the goldens, the program's source and the provider's rules.
+"""tests/standins/gcp_schema.py against the program's plans, its source and the provider's rules.
 
 The rules checked here are the ones a hand-written FORCE_NEW set got wrong; each was read at
 gcp_schema.UPSTREAM.commit (the row's `source` says where). Tests that need Google's discovery
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import re
 import shutil
@@ -17,12 +18,17 @@ from typing import Any
 
 import pytest
 
+from plan import document, engine
+from plan.stacks import stack_files
+from tests.control_plane import load_stack
 from tests.standins import gcp_schema as gs
 
+pytestmark = pytest.mark.gcp_standin
+
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = ROOT / "tests" / "golden" / "plans"
+STACKS = sorted(stack_files(ROOT))
 PROGRAM_DIRS = ("infra", "workloads", "observability")
-# Resource types the program can register that have no rows yet: opt-in, in no stack's golden.
+# Resource types the program can register that have no rows yet: opt-in, in no stack's plan.
 UNMODELLED = frozenset({"monitoring.AlertPolicy"})
 
 NP = gs.NODE_POOL.token
@@ -30,12 +36,17 @@ CL = gs.CLUSTER.token
 RP = gs.RESOURCE_POLICY.token
 
 
-def golden_resources() -> list[tuple[str, str, str, dict[str, Any]]]:
+@functools.cache
+def plan_resources() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(stack, key, token, inputs) of every Google resource the program plans for each stack file,
+    planned now under the mock engine (not read from tests/golden): the inputs as the plan document
+    writes them, camelCase as the provider receives them."""
     found = []
-    for path in sorted(GOLDEN.glob("*.json")):
-        for urn, resource in json.loads(path.read_text())["resources"].items():
+    for stack in STACKS:
+        planned = document.document(engine.run_stack(stack), load_stack(stack))
+        for key, resource in planned["resources"].items():
             if str(resource.get("type", "")).startswith("gcp:"):
-                found.append((path.stem, urn, resource["type"], resource.get("inputs") or {}))
+                found.append((stack, key, resource["type"], resource.get("inputs") or {}))
     return found
 
 
@@ -88,17 +99,17 @@ def test_every_row_cites_a_line_and_has_its_parent_block() -> None:
             assert not row.allowed or row.kind == "string", row
 
 
-def test_every_gcp_type_in_the_goldens_has_a_schema() -> None:
-    types = {token for _, _, token, _ in golden_resources()}
-    assert types, "no gcp resources in tests/golden/plans"
+def test_every_gcp_type_the_program_plans_has_a_schema() -> None:
+    types = {token for _, _, token, _ in plan_resources()}
+    assert types, "no gcp resources in any stack's plan"
     assert types <= set(gs.SCHEMA), sorted(types - set(gs.SCHEMA))
 
 
-@pytest.mark.parametrize("stack", sorted(p.stem for p in GOLDEN.glob("*.json")))
-def test_every_input_path_in_the_golden_has_a_row(stack: str) -> None:
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_input_path_the_program_sets_has_a_row(stack: str) -> None:
     missing = sorted(
         f"{token} {path}"
-        for name, _, token, inputs in golden_resources()
+        for name, _, token, inputs in plan_resources()
         if name == stack and token in gs.SCHEMA
         for path in gs.input_paths(token, inputs)[1]
     )
@@ -137,7 +148,7 @@ def _args_types() -> dict[tuple[str, str], tuple[gs.Resource, str]]:
 
 def test_every_argument_the_program_passes_has_a_row() -> None:
     """Reads the program (infra/, workloads/, observability/): every keyword given to a pulumi-gcp
-    resource or Args class must name a row, set in a golden or not."""
+    resource or Args class must name a row, set in a stack's plan or not."""
     known = _args_types()
     missing: list[str] = []
     unmodelled: set[str] = set()
@@ -443,8 +454,8 @@ def test_json_and_upper_cased_fields_compare_as_the_provider_stores_them() -> No
     assert gs.diff(gs.BUCKET.token, bucket, {**bucket, "location": "us-central1"}).changed == ()
 
 
-def test_goldens_plan_no_change_against_themselves() -> None:
-    for stack, urn, token, inputs in golden_resources():
+def test_plans_diff_no_change_against_themselves() -> None:
+    for stack, urn, token, inputs in plan_resources():
         planned = gs.diff(token, inputs, inputs)
         assert planned.changed == (), f"{stack} {urn}: {dict(planned.detailed)}"
 
@@ -491,6 +502,6 @@ def test_the_providers_lists_are_within_the_apis_enums(api_enums: Any) -> None:
                 assert set(row.allowed) - {""} <= api, f"{resource.token} {row.path}: {row.api.source}"
 
 
-def test_every_golden_value_is_in_the_apis_enums(api_enums: Any) -> None:
-    for stack, urn, token, inputs in golden_resources():
+def test_every_planned_value_is_in_the_apis_enums(api_enums: Any) -> None:
+    for stack, urn, token, inputs in plan_resources():
         assert gs.validate(token, inputs, api_enums) == [], f"{stack} {urn}"

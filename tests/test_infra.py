@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import re
+from datetime import UTC, datetime, timedelta
+
 import pytest
 import yaml
 
@@ -68,7 +72,7 @@ def test_cluster_settings(dev_plan: PlanResult) -> None:
     assert cluster.get("location") == "us-central1"  # regional
     # Chosen at plan time from what RAPID offers here (the offline placeholder answer), and kept.
     assert cluster.get("minMasterVersion") == PLACEHOLDER_CHANNEL_DEFAULTS["RAPID"]
-    assert cluster.ignore_changes == ["minMasterVersion"]
+    assert cluster.ignore_changes == ["nodeConfig", "minMasterVersion"]
     assert cluster.get("releaseChannel.channel") == "RAPID"
     assert cluster.get("gatewayApiConfig.channel") == "CHANNEL_STANDARD"
     assert cluster.get("monitoringConfig.managedPrometheus.enabled") is True
@@ -96,14 +100,18 @@ def test_cluster_settings(dev_plan: PlanResult) -> None:
 
 
 def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunner) -> None:
+    # A window that is still ahead whenever the test runs: one whose end has passed is left out
+    # (test_an_exclusion_whose_end_has_passed_is_left_out_with_a_warning).
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = (f"{(today + timedelta(days=days)).date().isoformat()}T00:00:00Z" for days in (20, 35))
     plan = run_dev(
         {
             "cluster": {
                 "deletionProtection": False,
                 "maintenanceExclusion": {
                     "scope": "NO_UPGRADES",
-                    "start": "2026-12-20T00:00:00Z",
-                    "end": "2027-01-05T00:00:00Z",
+                    "start": start,
+                    "end": end,
                     "untilEndOfSupport": None,
                 },
             }
@@ -112,11 +120,34 @@ def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunne
     cluster = plan.one(CLUSTER)
     assert cluster.get("deletionProtection") is False
     exclusion = cluster.get("maintenancePolicy.maintenanceExclusions.0")
-    assert (exclusion["startTime"], exclusion["endTime"]) == ("2026-12-20T00:00:00Z", "2027-01-05T00:00:00Z")
+    assert (exclusion["startTime"], exclusion["endTime"]) == (start, end)
     assert exclusion["exclusionOptions"] == {"scope": "NO_UPGRADES"}
     opted_out = {"cluster": {"maintenanceExclusion": None, "allowTpuNodeUpgrades": True}}
     no_exclusion = run_dev(opted_out).one(CLUSTER)
     assert no_exclusion.get("maintenancePolicy.maintenanceExclusions") is None
+
+
+def test_an_exclusion_whose_end_has_passed_is_left_out_with_a_warning(
+    run_dev: DevRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The stack keeps previewing after its own window ends: GKE refuses an exclusion that is over.
+    past = {
+        "cluster": {
+            "maintenanceExclusion": {
+                "name": "winter-hold",
+                "scope": "NO_UPGRADES",
+                "start": "2020-01-01T00:00:00Z",
+                "end": "2020-01-20T00:00:00Z",
+                "untilEndOfSupport": None,
+            }
+        }
+    }
+    with caplog.at_level(logging.WARNING):
+        cluster = run_dev(past).one(CLUSTER)
+    assert cluster.get("maintenancePolicy.maintenanceExclusions") is None
+    assert cluster.get("maintenancePolicy.dailyMaintenanceWindow.startTime") == "03:00"
+    warned = [r.getMessage() for r in caplog.records if "cluster.maintenanceExclusion winter-hold" in r.getMessage()]
+    assert warned and "2020-01-20T00:00:00Z" in warned[0] and "left out" in warned[0], warned
 
 
 def test_every_stack_states_its_tpu_node_upgrade_policy(run_dev: DevRunner) -> None:
@@ -141,11 +172,42 @@ def test_system_pool_replaces_the_default_pool(dev_plan: PlanResult) -> None:
     assert dev_plan.depends_on(pool, dev_plan.one(CLUSTER))
 
 
+def test_the_temporary_default_pool_runs_as_the_node_account(dev_plan: PlanResult) -> None:
+    # GKE creates the cluster with a default pool before removeDefaultNodePool deletes it: without
+    # nodeConfig it runs as the Compute Engine default service account.
+    cluster = dev_plan.one(CLUSTER)
+    assert cluster.get("nodeConfig.serviceAccount") == "dev-gke-nodes@example-tpu-project.iam.gserviceaccount.com"
+    assert cluster.get("nodeConfig.oauthScopes") == ["https://www.googleapis.com/auth/cloud-platform"]
+    assert dev_plan.depends_on(cluster, dev_plan.one("gcp:projects/iAMMember:IAMMember", "node-account-role"))
+    # nodeConfig is ForceNew on the cluster: an existing cluster, made with the default account, is kept.
+    assert "nodeConfig" in cluster.ignore_changes
+
+
 def test_node_service_account_gets_only_the_minimal_node_role(dev_plan: PlanResult) -> None:
     members = dev_plan.of_type("gcp:projects/iAMMember:IAMMember")
     assert [(m.get("role"), m.get("member")) for m in members] == [
         (NODE_ROLE, "serviceAccount:dev-gke-nodes@example-tpu-project.iam.gserviceaccount.com")
     ]
+
+
+def test_a_long_sub_block_name_makes_a_short_stable_pool_name(run_dev: DevRunner) -> None:
+    # Google names sub-blocks; GKE's pool names are at most 40 characters, lowercase letters, digits
+    # and '-' (google-beta resource_container_node_pool.go name_prefix: "name is limited to 40").
+    long = "tpu7x-sub-block-" + "a1b2c3d4e5" * 4 + "f6g7"  # 60 characters
+    assert len(long) == 60
+    plan = run_dev({"reservation": {"subBlocks": [long, "sub-block-1"]}})
+    pools = {p.name: p for p in plan.of_type(POOL) if p.name.startswith("cube-")}
+    pool, kept = pools[f"cube-{long}"], pools["cube-sub-block-1"]
+    name = pool.get("name")
+    assert len(name) <= 40 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
+    assert name.startswith("dev-tpu-tpu7x-sub-block-")
+    assert name == run_dev({"reservation": {"subBlocks": [long, "sub-block-1"]}}).one(POOL, f"cube-{long}").get("name")
+    # The sub-block stays in the reservation path and a node label.
+    assert pool.get("nodeConfig.reservationAffinity.values")[0].endswith(f"/reservationSubBlocks/{long}")
+    assert pool.get("nodeConfig.labels")["tpu-slicing/sub-block"] == long
+    # A name that fits is the one existing stacks have (no replacement of a live pool).
+    assert kept.get("name") == "dev-tpu-sub-block-1"
+    assert kept.get("nodeConfig.labels") == {"tpu-slicing/role": "tpu"}
 
 
 def test_workload_policy(dev_plan: PlanResult) -> None:
@@ -246,7 +308,7 @@ def test_an_explicit_version_pin_is_sent_and_tracked(run_dev: DevRunner) -> None
     plan = run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
     cluster = plan.one(CLUSTER)
     assert cluster.get("minMasterVersion") == "1.36.1-gke.1200000"
-    assert cluster.ignore_changes == []
+    assert cluster.ignore_changes == ["nodeConfig"]
 
 
 def test_a_minor_upgrade_moves_the_control_plane_and_no_node_pool(run_dev: DevRunner) -> None:
@@ -288,6 +350,9 @@ def test_tpu_pools_wait_for_the_node_account_role_and_pin_the_image(dev_plan: Pl
 def test_the_apis_the_stack_writes_to_are_enabled(dev_plan: PlanResult) -> None:
     services = {r.get("service") for r in dev_plan.of_type("gcp:projects/service:Service")}
     assert {"monitoring.googleapis.com", "logging.googleapis.com", "container.googleapis.com"} <= services
+    # Buckets are created, read and granted on; a Workload Identity pod bound to a Google service
+    # account gets its token through the IAM Service Account Credentials API (google/kctf#194).
+    assert {"storage.googleapis.com", "iamcredentials.googleapis.com"} <= services
 
 
 def test_v5e_stacks_create_no_tpu7x_only_setting() -> None:

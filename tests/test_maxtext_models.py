@@ -10,6 +10,7 @@ from domain import maxtext_models
 from domain.topology import CATALOG, GIB
 from plan import engine
 from settings.loader import ConfigError, load
+from settings.model import StackConfig
 from tests.conftest import merged
 
 JETSTREAM = engine.read_stack_config(engine.stack_file("jetstream-v5e"))
@@ -48,3 +49,29 @@ def test_a_batch_is_refused_exactly_when_its_cache_and_the_weights_exceed_the_sl
         assert "perDeviceBatchSize" in str(err) and f"{cache / GIB:.0f} GiB" in str(err)
     else:
         assert fits, f"{batch} x {length}: {cache / GIB:.0f} GiB of cache accepted"
+
+
+def _jetstream_config(**jetstream: object) -> StackConfig:
+    raw, secrets = JETSTREAM
+    raw = merged({"serving": {"jetstream": jetstream}}, raw)
+    return load(raw, stack="jetstream-v5e", project=raw.get("gcp:project"), secret_keys=secrets)
+
+
+def test_tensor_parallelism_above_the_kv_heads_is_refused_naming_both() -> None:
+    # llama2-70b has 8 KV heads (MaxText configs/models/llama2-70b.yml); a 4x8 v5e slice has 32 devices.
+    with pytest.raises(ConfigError) as refused:
+        _jetstream_config(tensorParallelism=32)
+    message = str(refused.value)
+    assert "serving.jetstream.tensorParallelism 32" in message
+    assert "8 KV heads" in message and "llama2-70b" in message
+    assert "allowed: 1, 2, 4, 8" in message
+
+
+def test_the_committed_jetstream_stack_shards_over_no_more_devices_than_kv_heads() -> None:
+    plan = engine.run_stack("jetstream-v5e")
+    (lws,) = plan.of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    leader = lws.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+    (engine_container,) = [c for c in leader["containers"] if c["name"] == "jax-tpu"]
+    # As GKE's JetStream + Pathways tutorial: tensor parallelism at the KV heads, autoregressive the rest.
+    assert "ici_tensor_parallelism=8" in engine_container["args"]
+    assert "ici_autoregressive_parallelism=-1" in engine_container["args"]

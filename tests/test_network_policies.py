@@ -174,6 +174,8 @@ EXPECTED = {
         "outside the pod range -> jetstream leader:8000",
         "outside the pod range -> jetstream leader:9000",
         "prometheus -> jetstream leader:9100",
+        # The smoke Job's completion through the Service's cluster IP (backends/jetstream.py).
+        "serving-smoke-test -> jetstream leader:8000",
     },
 }
 

@@ -179,7 +179,7 @@ def test_time_to_serving_overlaps_pools_and_controllers(dev_plan: PlanResult) ->
 
 
 def test_time_to_serving_for_every_backend() -> None:
-    for stack, target in (("saxml-v5e", "sax-publish"), ("jetstream-v5e", "jetstream")):
+    for stack, target in (("saxml-v5e", "sax-publish"), ("jetstream-v5e", "serving-smoke-test")):
         t = timing.timeline(engine.run_stack(stack))
         assert t.target.inputs["metadata"]["name"] == target
         assert t.ratio > 1.2

@@ -145,6 +145,7 @@ def _google_cloud_targets(ws: Workspace, stack: str) -> list[str]:
     return [arg for r in plan.resources if not r.type.startswith(NOT_GOOGLE_CLOUD) for arg in ("--target", r.urn)]
 
 
+@pytest.mark.gcp_standin
 @pytest.mark.parametrize("stack", ["dev", "saxml-v5e"])
 def test_a_preview_after_up_changes_nothing_in_google_cloud(engine: Engine, stack: str) -> None:
     """`pulumi up`, then `pulumi preview`: zero changes, with GKE's reported fields in state."""
@@ -168,6 +169,7 @@ def test_a_preview_after_up_changes_nothing_in_google_cloud(engine: Engine, stac
     assert set(document["changeSummary"]) == {"same"}
 
 
+@pytest.mark.gcp_standin
 def test_a_mistaken_destroy_deletes_nothing_until_protection_is_released(engine: Engine) -> None:
     """`pulumi destroy` of a protected stack stops before its first delete; the README's teardown works.
 
@@ -203,6 +205,7 @@ def _steps(ws: Workspace, name: str, targets: list[str]) -> list[tuple[str, str]
     return [(s["op"], s["urn"].rsplit("::", 1)[1]) for s in document["steps"] if s["op"] not in ("same", "read")]
 
 
+@pytest.mark.gcp_standin
 def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Engine) -> None:
     """Retiring one sub-block deletes that pool and nothing else; a forced replacement of a pool
     with a fixed name succeeds (the old one goes first, else GCP answers 409); a version prefix the
@@ -236,6 +239,7 @@ def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Eng
     assert pools == [("delete", "cube-sub-block-0")]
 
 
+@pytest.mark.gcp_standin
 def test_a_new_cluster_is_refused_a_version_the_channel_no_longer_offers(engine: Engine) -> None:
     ws = _initialised(engine, "dev", "prefix")
     name = "dev-new"

@@ -109,6 +109,22 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
     assert lead["startupProbe"]["periodSeconds"] * lead["startupProbe"]["failureThreshold"] >= 3600
 
 
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_vllm_keeps_an_idle_connection_longer_than_the_sidecar_reuses_it(dev_plan: PlanResult, role: str) -> None:
+    # The decode sidecar reuses idle connections to both roles for 90 s and cannot replay a POST
+    # on one the server closed (a 502); vLLM closes them after its 5 s default unless told otherwise.
+    from workloads import vllm_command
+
+    assert vllm_command.VLLM_DEFAULT_KEEP_ALIVE_SECONDS == 5  # vllm v0.26.0 vllm/envs.py
+    assert vllm_command.SIDECAR_IDLE_CONN_SECONDS == 90  # llm-d-router v0.9.0 pkg/sidecar/proxy/proxy.go
+    template = lws(dev_plan, role)["spec"]["leaderWorkerTemplate"]
+    for part in ("leaderTemplate", "workerTemplate"):
+        env = {e["name"]: e.get("value") for e in template[part]["spec"]["containers"][0]["env"]}
+        given = env.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE")
+        keep_alive = int(given) if given is not None else vllm_command.VLLM_DEFAULT_KEEP_ALIVE_SECONDS
+        assert keep_alive > vllm_command.SIDECAR_IDLE_CONN_SECONDS, (role, part, given)
+
+
 def test_decode_leader_has_the_pinned_routing_sidecar(dev_plan: PlanResult) -> None:
     spec = lws(dev_plan, "decode")["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     (sidecar,) = spec["initContainers"]

@@ -55,6 +55,7 @@ _PROGRAM_ENV = tuple(
         "MAX_TOKENS",
         "PREFILL_METRICS_URL",
         "DECODE_METRICS_URL",
+        "API",
     )
 )
 
@@ -724,3 +725,139 @@ def test_subprocess_bad_arguments_exit_2() -> None:
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["ok"] is False
     assert "bad arguments" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# --api jetstream: jetstream-http's POST /generate (GoogleCloudPlatform/ai-on-gke
+# tutorials-and-examples/inference-servers/jetstream/http-server/http_server.py)
+# ---------------------------------------------------------------------------
+
+GENERATE_OK = {"response": " I am a language model."}
+
+
+def jetstream_args(url: str, *extra: str) -> list[str]:
+    return ["--base-url", url, "--api", "jetstream", *extra]
+
+
+def test_jetstream_one_completion_through_generate(server: ScriptedServer) -> None:
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(body=GENERATE_OK))
+    run = run_main(jetstream_args(server.url, "--max-tokens", "17"))
+
+    assert run.code == 0 and run.summary["ok"] is True
+    # The request jetstream-http's GenerateRequest reads: no model, no OpenAI paths.
+    assert server.received == [Received("/generate", "application/json", {"prompt": PROMPT, "max_tokens": 17})]
+    assert run.summary["results"] == [
+        {
+            "endpoint": "/generate",
+            "ok": True,
+            "attempts": 1,
+            "status": 200,
+            "seconds": 0.0,
+            "error": None,
+            "sample": " I am a language model.",
+        }
+    ]
+
+
+def test_jetstream_env_selects_the_api(server: ScriptedServer) -> None:
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(body=GENERATE_OK))
+    run = run_main([], env={"SMOKE_BASE_URL": server.url, "SMOKE_API": "jetstream", "SMOKE_MODEL": "llama2-70b"})
+    assert run.code == 0 and run.summary["model"] == "llama2-70b"  # only reported
+    assert server.paths() == ["/generate"]
+
+
+def test_jetstream_server_error_fails_with_its_detail_at_the_deadline(server: ScriptedServer) -> None:
+    """jetstream-http answers 500 with FastAPI's {"detail": ...} when its gRPC call to the engine
+    fails: retried (the engine may still be loading), then exit 1 naming the status and the detail."""
+    detail = {"detail": "<AioRpcError: StatusCode.UNAVAILABLE, failed to connect to 127.0.0.1:9000>"}
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(500, detail))
+    run = run_main(jetstream_args(server.url, "--deadline-seconds", "30"))
+
+    assert run.code == smoke.EXIT_FAILED
+    assert run.summary["ok"] is False and run.summary["error"] == "failed: /generate"
+    result = run.result("/generate")
+    assert result["status"] == 500 and result["attempts"] > 1
+    assert "HTTP 500" in result["error"] and "StatusCode.UNAVAILABLE" in result["error"]
+    assert "deadline of 30s passed" in result["error"]
+    assert sum(run.clock.sleeps) < 30  # never waits past the deadline
+    assert run.logs[-1] == "smoke test failed: /generate"  # the container log's last line
+
+
+def test_jetstream_connection_refused_is_retried_within_the_deadline(idle_server: ScriptedServer) -> None:
+    idle_server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(body=GENERATE_OK))
+
+    def on_sleep(count: int) -> None:
+        if count == 2:
+            idle_server.start()
+
+    run = run_main(jetstream_args(idle_server.url, "--deadline-seconds", "60"), clock=FakeClock(on_sleep))
+
+    assert run.code == 0
+    assert run.result("/generate")["attempts"] == 3
+    lines = attempt_logs(run, "/generate")
+    assert all("refused" in line.lower() for line in lines[:2]), lines
+    assert run.clock.sleeps == [5.0, 10.0]
+
+
+def test_jetstream_connection_refused_until_the_deadline_fails(idle_server: ScriptedServer) -> None:
+    run = run_main(jetstream_args(idle_server.url, "--deadline-seconds", "20"))
+    assert run.code == smoke.EXIT_FAILED
+    result = run.result("/generate")
+    assert result["status"] is None and "refused" in result["error"].lower()
+    assert "deadline of 20s passed" in result["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [({"text": "x"}, 'no "response" string'), ({"response": None}, 'no "response" string')],
+)
+def test_jetstream_200_without_a_response_string_is_retried(
+    server: ScriptedServer, body: dict[str, Any], message: str
+) -> None:
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(body=body), Reply(body=GENERATE_OK))
+    run = run_main(jetstream_args(server.url))
+    assert run.code == 0 and run.result("/generate")["attempts"] == 2
+    assert message in attempt_logs(run, "/generate")[0]
+
+
+def test_jetstream_422_is_not_retried(server: ScriptedServer) -> None:
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(422, {"detail": [{"msg": "value is not a valid integer"}]}))
+    run = run_main(jetstream_args(server.url))
+    assert run.code == smoke.EXIT_FAILED and run.result("/generate")["attempts"] == 1
+    assert "not retried" in run.result("/generate")["error"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--base-url", "http://x", "--api", "grpc"], "--api/SMOKE_API must be one of openai, jetstream"),
+        (
+            ["--base-url", "http://x", "--api", "jetstream", "--prefill-metrics-url", "http://p:8000/metrics"],
+            "not with --api jetstream",
+        ),
+        (["--base-url", "http://x"], "--model/SMOKE_MODEL is required"),  # still required for openai
+    ],
+)
+def test_jetstream_bad_arguments_exit_2(argv: list[str], message: str) -> None:
+    run = run_main(argv)
+    assert run.code == smoke.EXIT_USAGE
+    assert message in run.summary["error"]
+
+
+def test_jetstream_subprocess_against_a_local_server(server: ScriptedServer) -> None:
+    """The file as the pod runs it: its own interpreter, env only."""
+    server.script(smoke.JETSTREAM_GENERATE_PATH, Reply(503, b"starting", "text/plain"), Reply(body=GENERATE_OK))
+    env = {k: v for k, v in os.environ.items() if k not in _PROGRAM_ENV}
+    env |= {
+        "SMOKE_BASE_URL": server.url,
+        "SMOKE_API": "jetstream",
+        "SMOKE_DEADLINE_SECONDS": "30",
+        "SMOKE_INITIAL_BACKOFF_SECONDS": "0.05",
+        "SMOKE_MAX_BACKOFF_SECONDS": "0.1",
+    }
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["endpoint"] == "/generate"
+    assert server.paths() == ["/generate", "/generate"]

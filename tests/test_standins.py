@@ -15,6 +15,8 @@ from tests.standins import gcp_project, gcp_provider
 from tests.standins.gcp_project import Project, SubBlock
 from tests.standins.provider import changed_paths, to_dict, to_struct
 
+pytestmark = pytest.mark.gcp_standin
+
 POOL_URN = "urn:pulumi:dev::tpu-slicing::tpu-slicing:infra:TpuPools$gcp:container/nodePool:NodePool::cube-sub-block-0"
 POLICY_URN = (
     "urn:pulumi:dev::tpu-slicing::tpu-slicing:infra:WorkloadPolicy$gcp:compute/resourcePolicy:ResourcePolicy::policy"
@@ -132,7 +134,10 @@ def _create(provider: gcp_provider.GcpProvider, urn: str, token: str, inputs: di
 def test_a_bare_project_refuses_gke_until_its_api_is_on_and_reads_back_the_policy_topology() -> None:
     project = Project.at(None)
     project.declare_reservation(
-        RESERVATION, zone="us-central1-ai1a", sub_blocks={"block-0": {"sub-block-0": SubBlock(16)}}
+        RESERVATION,
+        zone="us-central1-ai1a",
+        machine_type="tpu7x-standard-4t",
+        sub_blocks={"block-0": {"sub-block-0": SubBlock(16)}},
     )
     provider = gcp_provider.GcpProvider(project)
     cluster = {
@@ -153,10 +158,21 @@ def test_a_bare_project_refuses_gke_until_its_api_is_on_and_reads_back_the_polic
             {"service": service, "disableOnDestroy": False},
         )
     _create(provider, cluster_urn, gcp_provider.CLUSTER, cluster)
+    feature = {"name": "ai-zones-visibility", "activationStatus": "ENABLED"}
+    _create(
+        provider,
+        "urn:pulumi:dev::tpu-slicing::gcp:compute/previewFeature:PreviewFeature::ai",
+        gcp_project.PREVIEW_FEATURE,
+        feature,
+    )
     policy = {
         "name": "dev-cube-policy",
         "region": "us-central1",
-        "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4x4"},
+        "workloadPolicy": {
+            "type": "HIGH_THROUGHPUT",
+            "acceleratorTopology": "4x4x4",
+            "acceleratorTopologyMode": "PROVISION_ONLY",
+        },
     }
     _create(provider, POLICY_URN, gcp_provider.RESOURCE_POLICY, policy)
     state = _create(provider, POOL_URN, gcp_provider.NODE_POOL, pool_inputs(""))

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import config_with
 from workloads.upstream_readers import ENV_READERS, FLAG_SOURCES, SERVING_RELEASE, Reader
-from workloads.vllm_command import VllmServe, environment
+from workloads.vllm_command import VLLM_DEFAULT_KEEP_ALIVE_SECONDS, VllmServe, environment
 
 WHEELS = Path(os.environ.get("TPU_SLICING_WHEELS", Path.home() / ".cache" / "tpu-slicing" / "wheels"))
 
@@ -140,3 +140,11 @@ def test_every_flag_is_declared_by_the_pinned_vllm(role: str) -> None:
 
 def test_a_flag_the_pinned_vllm_does_not_declare_is_caught() -> None:
     assert "engine_client_startup_timeout" not in vllm_flags()
+
+
+def test_the_recorded_keep_alive_default_is_the_pinned_vllms() -> None:
+    # workloads/vllm_command.py sets the keep-alive above the sidecar's idle reuse, against this default.
+    text = source(ENV_READERS["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"])
+    default = re.search(r"[\"']VLLM_HTTP_TIMEOUT_KEEP_ALIVE[\"']\s*,\s*[\"'](\d+)[\"']", text)
+    assert default is not None, "vllm/envs.py no longer reads VLLM_HTTP_TIMEOUT_KEEP_ALIVE with a default"
+    assert int(default.group(1)) == VLLM_DEFAULT_KEEP_ALIVE_SECONDS

@@ -33,6 +33,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
+from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
 from shared import network_policies, pod_security
 from shared.awaits import LOAD_BALANCER_ADDRESS
@@ -48,7 +49,7 @@ from shared.labels import (
 from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from shared.ports import JETSTREAM_PROMETHEUS_PORT
 from workloads.bucket_access import Grant, grants
-from workloads.model_access import workload_principal
+from workloads.model_access import workload_principal_output
 
 APP = JETSTREAM_APP
 SERVICE_ACCOUNT = "jetstream"
@@ -76,11 +77,13 @@ SKIP_AWAIT = "pulumi.com/skipAwait"
 # the maxengine-server image's entrypoint already passes it.
 MAXTEXT_BASE_CONFIG = "MaxText/configs/base.yml"
 
-# Restoring a checkpoint from GCS and compiling takes minutes (single host) to
-# tens of minutes (a Pathways slice): the startup probe allows 30 min and 1 h.
-STARTUP_PERIOD_SECONDS = 30
+# Restoring a checkpoint from GCS and compiling takes minutes (single host) to tens of minutes,
+# for the largest models hours (a Pathways slice): the startup probe allows 30 min on one host, and
+# on a slice the MaxText model load of domain/serving_budget.py with its margin, which the smoke
+# Job's deadline outlasts.
+STARTUP_PERIOD_SECONDS = BUDGET.probe_period_seconds
 SINGLE_HOST_STARTUP_FAILURES = 60
-MULTI_HOST_STARTUP_FAILURES = 120
+MULTI_HOST_STARTUP_FAILURES = BUDGET.jetstream_startup_failures
 # A restart reloads the whole model (and recreates the whole LWS group), so only
 # a server that stays unhealthy for ten minutes is restarted.
 LIVENESS_PERIOD_SECONDS = 60
@@ -122,6 +125,11 @@ class JetstreamArgs:
     # The cluster whose workload pool the principal names: IAM refuses members of a pool that
     # does not exist yet (workloads/model_access.py), and the project read needs its APIs.
     identity_pool: Sequence[pulumi.Resource] = ()
+    # MaxText's ici_tensor_parallelism (settings: StackConfig.jetstream_tensor_parallelism, at most
+    # the model's KV heads); None: all the slice's devices on a Pathways slice, 1 on one host.
+    tensor_parallelism: int | None = None
+    # The smoke Job (workloads/smoke_job.py) whose pods may reach the HTTP front; None: no such Job.
+    smoke_test_job: str | None = None
 
 
 def slice_shape(args: JetstreamArgs) -> Topology:
@@ -143,10 +151,24 @@ def worker_labels() -> dict[str, str]:
 
 def network_allowances(args: JetstreamArgs) -> list[network_policies.Allowance]:
     """Load-balancer clients (filtered by the Service's source ranges) reach the HTTP and gRPC
-    ports of the serving pods, Managed Prometheus their engine metrics, and the pods of one
+    ports of the serving pods, Managed Prometheus their engine metrics, the smoke Job's pods the
+    HTTP port (through the Service's cluster IP, so from their pod address), and the pods of one
     Pathways group (one LWS group, one slice) each other on every port."""
     server = server_labels()
+    smoke = (
+        [
+            network_policies.Allowance(
+                "jetstream-http-from-smoke-test",
+                server,
+                (network_policies.pods({network_policies.JOB_NAME_LABEL: args.smoke_test_job}),),
+                (HTTP_PORT,),
+            )
+        ]
+        if args.smoke_test_job is not None
+        else []
+    )
     allowances = [
+        *smoke,
         network_policies.Allowance(
             "jetstream-from-clients", server, (network_policies.outside_pods(args.pod_cidr),), (HTTP_PORT, GRPC_PORT)
         ),
@@ -195,9 +217,11 @@ def maxtext_args(args: JetstreamArgs) -> list[str]:
     if args.quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {QUANTIZATIONS}, not {args.quantization!r}")
     multi_host = is_multi_host(args)
-    # One controller sees every device of the slice through Pathways: shard the
-    # model across all of them. On one host, autoregressive parallelism (-1) takes them.
-    tensor = args.generation.devices(slice_shape(args)) if multi_host else 1
+    # One controller sees every device of the slice through Pathways; tensor parallelism shards
+    # the model's KV heads, and autoregressive parallelism (-1) takes the other devices (on one host, all).
+    tensor = args.tensor_parallelism
+    if tensor is None:
+        tensor = args.generation.devices(slice_shape(args)) if multi_host else 1
     flags = [
         f"model_name={args.maxtext_model}",
         f"tokenizer_path={args.tokenizer_path}",
@@ -429,6 +453,11 @@ def service_body(args: JetstreamArgs) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(args, SERVICE_NAME, annotations), "spec": spec}
 
 
+def service_url(args: JetstreamArgs) -> str:
+    """The HTTP front's in-cluster URL (the Service's DNS name; its cluster IP reaches the leaders)."""
+    return f"http://{SERVICE_NAME}.{args.namespace}.svc:{HTTP_PORT}"
+
+
 def ingress_ip(status: Any) -> str:
     """`status.loadBalancer.ingress[0].ip` of a typed Service status.
 
@@ -481,13 +510,7 @@ class Jetstream(pulumi.ComponentResource):
 
         account = service_account_body(args)
         self.service_account = core.ServiceAccount(f"{name}-service-account", metadata=account["metadata"], opts=child)
-        # Workload Identity principals name the project by number; look it up.
-        number = gcp.organizations.get_project_output(
-            project_id=args.project, opts=pulumi.InvokeOutputOptions(depends_on=list(args.identity_pool))
-        ).number
-        principal = number.apply(
-            lambda value: workload_principal(str(value), args.project, args.namespace, SERVICE_ACCOUNT)
-        )
+        principal = workload_principal_output(args.project, args.namespace, SERVICE_ACCOUNT, args.identity_pool)
         # Bound on the weights bucket only: no project-wide storage access.
         self.members = [
             gcp.storage.BucketIAMMember(

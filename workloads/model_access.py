@@ -9,6 +9,7 @@ or delete in (workloads/bucket_access.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -28,6 +29,20 @@ def workload_principal(project_number: str, project: str, namespace: str, servic
     return (
         f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
         f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}"
+    )
+
+
+def workload_principal_output(
+    project: str, namespace: pulumi.Input[str], service_account: str, identity_pool: Sequence[pulumi.Resource]
+) -> pulumi.Output[str]:
+    """The principal of a Kubernetes service account, read once the cluster's workload pool exists.
+
+    The number, not the id, appears in Workload Identity principals; the project is looked up."""
+    number = gcp.organizations.get_project_output(
+        project_id=project, opts=pulumi.InvokeOutputOptions(depends_on=list(identity_pool))
+    ).number
+    return pulumi.Output.all(number, namespace).apply(
+        lambda parts: workload_principal(str(parts[0]), project, str(parts[1]), service_account)
     )
 
 
@@ -59,14 +74,8 @@ class ModelAccess(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.depends_on]),
         )
-        # The number, not the id, appears in Workload Identity principals; look it up.
         after_pool = [args.identity_pool]
-        number = gcp.organizations.get_project_output(
-            project_id=args.project, opts=pulumi.InvokeOutputOptions(depends_on=after_pool)
-        ).number
-        principal = pulumi.Output.all(number, args.namespace).apply(
-            lambda parts: workload_principal(str(parts[0]), args.project, str(parts[1]), args.service_account)
-        )
+        principal = workload_principal_output(args.project, args.namespace, args.service_account, after_pool)
         self.members = [
             gcp.storage.BucketIAMMember(
                 grant.name,

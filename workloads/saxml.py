@@ -29,10 +29,14 @@ from shared.kubernetes_object import KubernetesObject
 from shared.labels import COMMON_LABELS
 from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from workloads.jetstream import ingress_ip
+from workloads.model_access import workload_principal_output
 
 PUBLISH_SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "saxml_publish.py"
 KSA = "sax-sa"  # the cell's Google identity (admin and model servers use the bucket)
-HTTP_ACCOUNT = "sax-http"  # no Google access: sax-http only forwards to the cell
+# sax-http reads the cell's admin address from the bucket on every call (saxml common/addr.go
+# FetchAddr: <root>/sax/<cell>/location.proto through the platform's GCS reader), so its account is
+# a Workload Identity principal with read access to the admin bucket, and no more.
+HTTP_ACCOUNT = "sax-http"
 PUBLISH_ACCOUNT = "sax-publish"  # no Google access: the Job only calls sax-http
 HTTP_PORT = 8888
 ADMIN_PORT = 10000
@@ -330,6 +334,15 @@ class Saxml(pulumi.ComponentResource):
             automount_service_account_token=False,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
         )
+        http_reader = gcp.storage.BucketIAMMember(
+            "admin-bucket-http-viewer",
+            gcp.storage.BucketIAMMemberArgs(
+                bucket=self.bucket.name,
+                role="roles/storage.objectViewer",
+                member=workload_principal_output(args.project, args.namespace, HTTP_ACCOUNT, args.identity_pool),
+            ),
+            opts=gcp_child,
+        )
         http = self._deployment(
             "http-server",
             "sax-http",
@@ -343,7 +356,7 @@ class Saxml(pulumi.ComponentResource):
                 security_context=CPU_CONTEXT,
             ),
             args,
-            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[http_account])),
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[http_account, http_reader])),
             account=HTTP_ACCOUNT,
         )
         self.http_service = core.Service(

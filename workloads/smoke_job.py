@@ -2,7 +2,9 @@
 
 It posts the reference's completion and chat requests to the internal gateway
 from inside the cluster (the address is not reachable from outside the VPC),
-retrying with backoff until its deadline; a failed Job fails `pulumi up`.
+retrying with backoff until its deadline; a failed Job fails `pulumi up`. With
+`api="jetstream"` it sends one completion through JetStream's HTTP front instead
+(`POST /generate`, pods/smoke_test.py).
 """
 
 from __future__ import annotations
@@ -27,18 +29,24 @@ MOUNT = "/opt/smoke-test"
 
 
 JOB_NAME = "serving-smoke-test"
+OPENAI_API = "openai"  # pods/smoke_test.py OPENAI_API: the program's default, so no env var says it
+JETSTREAM_API = "jetstream"  # pods/smoke_test.py JETSTREAM_API
 
 
 @dataclass(frozen=True)
 class SmokeJobArgs:
     provider: kubernetes.Provider
     namespace: str
-    gateway_address: pulumi.Input[str]
+    # The load balancer's address (`http://<address>`), or, with `base_url`, nothing.
+    gateway_address: pulumi.Input[str] | None
     model: str
     image: str
     deadline_seconds: int
     serving_spec: object  # whatever defines the serving stack: a change re-runs the test
     depends_on: Sequence[pulumi.Resource] = ()
+    # The server's API as pods/smoke_test.py names it, and its URL when it is not the gateway's.
+    api: str = OPENAI_API
+    base_url: str | None = None
     # Disaggregated serving: the prefill leaders' /metrics, so the test proves a prefill happened,
     # and the decode leaders' vLLM /metrics, so it proves decode took the prompt's KV from prefill.
     prefill_metrics_url: str | None = None
@@ -50,6 +58,15 @@ class SmokeJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SmokeJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-slicing:workloads:SmokeJob", name, None, opts)
+        if args.api not in (OPENAI_API, JETSTREAM_API):
+            raise ValueError(f"smoke test api must be {OPENAI_API!r} or {JETSTREAM_API!r}, not {args.api!r}")
+        if (args.gateway_address is None) == (args.base_url is None):
+            raise ValueError("the smoke test needs exactly one of gateway_address and base_url")
+        base_url = (
+            args.base_url
+            if args.base_url is not None
+            else pulumi.Output.from_input(args.gateway_address).apply(lambda address: http_url(str(address)))
+        )
         script = SCRIPT.read_text()
         config = core.ConfigMap(
             "script",
@@ -98,9 +115,11 @@ class SmokeJob(pulumi.ComponentResource):
                                 # checks pkg/kubernetes/pod/check.go containerTerminatedError).
                                 termination_message_policy="FallbackToLogsOnError",
                                 env=[
-                                    core.EnvVarArgs(
-                                        name="SMOKE_BASE_URL",
-                                        value=pulumi.Output.from_input(args.gateway_address).apply(http_url),
+                                    core.EnvVarArgs(name="SMOKE_BASE_URL", value=base_url),
+                                    *(
+                                        [core.EnvVarArgs(name="SMOKE_API", value=args.api)]
+                                        if args.api != OPENAI_API
+                                        else []
                                     ),
                                     core.EnvVarArgs(name="SMOKE_MODEL", value=args.model),
                                     core.EnvVarArgs(name="SMOKE_DEADLINE_SECONDS", value=str(args.deadline_seconds)),

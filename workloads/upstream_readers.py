@@ -45,6 +45,7 @@ ENV_READERS: dict[str, Reader] = {
     "VLLM_LOGGING_LEVEL": Reader(*VLLM, "vllm/envs.py"),
     "VLLM_MLA_DISABLE": Reader(*VLLM, "vllm/envs.py"),
     "VLLM_ENGINE_READY_TIMEOUT_S": Reader(*VLLM, "vllm/envs.py"),
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": Reader(*VLLM, "vllm/envs.py"),
     "USE_BATCHED_RPA_KERNEL": Reader(*TPU_INFERENCE, "tpu_inference/envs.py"),
     "TPU_SIDE_CHANNEL_PORT": Reader(*TPU_INFERENCE, "tpu_inference/distributed/utils.py"),
     "TPU_KV_TRANSFER_PORT": Reader(*TPU_INFERENCE, "tpu_inference/distributed/utils.py"),

@@ -19,6 +19,19 @@ Role = Literal["prefill", "decode"]
 
 MULTI_NODE_SCRIPT = "/workspace/vllm/examples/online_serving/multi-node-serving.sh"
 
+# vLLM's API server closes a connection idle this long (vllm v0.26.0 vllm/envs.py,
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE default "5"; vllm/entrypoints/openai/api_server.py passes it to uvicorn
+# as `timeout_keep_alive`).
+VLLM_DEFAULT_KEEP_ALIVE_SECONDS = 5
+# The P/D sidecar keeps an idle connection to prefill and to its own vLLM this long and reuses it
+# (llm-d-router v0.9.0 pkg/sidecar/proxy/proxy.go newProxyTransport, `IdleConnTimeout = 90 *
+# time.Second`, as Go's DefaultTransport in net/http/transport.go). A POST that meets a connection
+# the server has just closed is not retried (net/http request.go isReplayable): the client gets a 502.
+SIDECAR_IDLE_CONN_SECONDS = 90
+# So the server must keep an idle connection longer than the sidecar may reuse it; llm-d's P/D guides
+# set 120 (VLLM_HTTP_TIMEOUT_KEEP_ALIVE in their vLLM environments).
+VLLM_KEEP_ALIVE_SECONDS = 120
+
 
 @dataclass(frozen=True)
 class VllmServe:
@@ -115,6 +128,8 @@ def environment(bucket: str, log_level: str) -> list[tuple[str, str]]:
         ("VLLM_LOGGING_LEVEL", log_level),
         ("VLLM_MLA_DISABLE", "1"),
         ("VLLM_ENGINE_READY_TIMEOUT_S", str(ENGINE_READY_TIMEOUT_SECONDS)),
+        # Longer than the P/D sidecar's idle reuse, which cannot replay a POST on a closed connection.
+        ("VLLM_HTTP_TIMEOUT_KEEP_ALIVE", str(VLLM_KEEP_ALIVE_SECONDS)),
         ("USE_BATCHED_RPA_KERNEL", "0"),
         # Of the reference's eight Ray settings only these two exist in the Ray of the image (the
         # other six are names from old Ray or none, read by no Ray 2.54-2.59; see upstream_readers).

@@ -23,16 +23,20 @@ API (all tokens are Pulumi tokens, all inputs camelCase as the engine sends them
     exists(token, state) -> bool                       # the resource is still in the project
     refuse_invoke(token, args) -> GcpError | None
     answer_invoke(token, args) -> dict                 # plan.engine.cloud_invoke with this project's facts
-    declare_reservation(path, zone=..., sub_blocks={block: {sub_block: SubBlock(...)}})
+    declare_reservation(path, zone=..., machine_type=..., sub_blocks={block: {sub_block: SubBlock(...)}})
     declare_bucket(name, project=None)                 # a bucket that exists outside the stack
+    refuse_token_exchange(google_account)              # a Workload Identity pod asks for a Google token
     enable(service) / enabled(service) -> bool
-    services, enabled_order, refusals, resources       # read-only views for assertions
+    services, enabled_order, refusals, resources, unprovisioned   # read-only views for assertions
 
 Rules (each table names its source):
     SERVICE_OF_TOKEN / SERVICE_OF_INVOKE: the API a call needs, from the provider's base path.
     DEFAULT_SERVICES: what a new project has on.
     IDENTITY: the name a create collides on (409).
     RULES: the order refuse_create checks them in, with their sources.
+    PROVISIONING_RULES: what becomes of a create GCP accepts (a pool on an unhealthy sub-block is
+    created and its VMs stay unprovisioned: `unprovisioned`).
+    TPU_CHIPS_PER_VM and the TPU constants: the facts the pool rules compare.
 
 What it does not model: IAM permissions, quotas, propagation delays (an API enabled a moment ago
 can still answer SERVICE_DISABLED), org policies, field validation, and the consumer project of
@@ -87,6 +91,7 @@ RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
 MONITORING = "monitoring.googleapis.com"
 STORAGE = "storage.googleapis.com"
 SERVICE_USAGE = "serviceusage.googleapis.com"
+IAM_CREDENTIALS = "iamcredentials.googleapis.com"
 
 # Where each resource's API calls go: the provider's base path of the service that implements it.
 # Source: terraform-provider-google-beta google-beta/transport/config.go, `DefaultBasePaths`
@@ -165,6 +170,7 @@ SERVICE_TITLES: dict[str, str] = {
     MONITORING: "Cloud Monitoring API",
     STORAGE: "Cloud Storage API",
     SERVICE_USAGE: "Service Usage API",
+    IAM_CREDENTIALS: "IAM Service Account Credentials API",  # google/kctf#194
     "file.googleapis.com": "Cloud Filestore API",
     "networkservices.googleapis.com": "Network Services API",
     "logging.googleapis.com": "Cloud Logging API",
@@ -246,9 +252,51 @@ RULES: tuple[Rule, ...] = (
         "Not found: projects/P/locations/L/clusters/C., notFound'",
     ),
     Rule(
+        "ai-zone-hidden",
+        "Compute Engine 'Manage access to AI zones' (docs.cloud.google.com/compute/docs/regions-zones/"
+        "manage-ai-zones): to use AI zones you must turn them on for the project, which is the preview feature "
+        "ai-zones-visibility (google-beta resource_compute_preview_feature.go); the page's later revision, "
+        "'Manage AI zone visibility', says the switch hides AI zones from listings and the REST API but does "
+        "not restrict API endpoints once the parent region is active, so a project that already uses the "
+        "region may not be refused (not modelled). GKE's text for a location it does not know: "
+        'estafette/estafette-gke-node-pool-shifter#12, \'googleapi: Error 400: Location "" does not exist., '
+        "badRequest'",
+    ),
+    Rule(
         "placement-policy-not-found",
-        "GKE docs (TPU7x: --placement-policy names a workload policy of the pool's region); wording ours, "
-        "no upstream text seen",
+        "GKE Ironwood docs (--placement-policy names a workload policy of the pool's region); a reference to a "
+        "resource that does not exist is GCP's 400 invalid, not a 404: hashicorp/terraform-provider-google#6406 "
+        "('googleapi: Error 400: Invalid value for 'entity.policyResource.networks[0]': 'projects/P/global/networks/"
+        "N', invalid')",
+    ),
+    Rule(
+        "tpu7x-needs-workload-policy",
+        "vllm-project/ci-infra#547: a tpu7x-standard-4t multi-host pool placed COMPACT went to ERROR with 'Creation "
+        "of a managed instance group with tpu7x-standard-4t machine type with placement policy is not supported. "
+        "Use workload policy instead.' (modelled as a refused create; code ours)",
+    ),
+    Rule(
+        "workload-policy-not-for-tpu",
+        "GKE Ironwood docs, 'Workload policy for multi-host node pools': Ironwood (TPU7x) supports the High "
+        "throughput workload policy, whose accelerator topology replaces --tpu-topology; GKE dynamic slicing "
+        "docs: with PROVISION_ONLY a node pool is one sub-block, 16 VMs of a 4x4x4 topology; gcloud compute "
+        "resource-policies create workload-policy (types HIGH_AVAILABILITY, HIGH_THROUGHPUT); wording ours",
+    ),
+    Rule(
+        "provision-only-needs-specific-reservation",
+        "GKE 'Use dynamic slicing with a custom scheduler', 'Create node pools with incremental provisioning': "
+        "each PROVISION_ONLY pool is bound to its reservation sub-block by --reservation-affinity=specific (the "
+        "README's prerequisite: a PROVISION_ONLY workload policy only works with a specific reservation); "
+        "compute/v1 ResourcePolicyWorkloadPolicy.acceleratorTopologyMode (PROVISION_ONLY: chips not connected "
+        "at VM creation); wording ours",
+    ),
+    Rule(
+        "tpu-topology-size",
+        "vllm-project/ci-infra#545: 'Maximum node count 0 is not a valid size of TPU pod slice with topology "
+        "2x2x2' (GKE checks a multi-host pool's VM count against its topology: VMs x chips per VM = the "
+        "topology's chips); GoogleCloudPlatform/cluster-toolkit#3817 (node count = topology chips / chips per "
+        "machine); GKE 'Plan TPUs in GKE': multi-host v5e slices run on ct5lp-hightpu-4t only; chips per VM in "
+        "TPU_CHIPS_PER_VM",
     ),
     Rule(
         "reservation-not-found",
@@ -257,9 +305,11 @@ RULES: tuple[Rule, ...] = (
         "src/xpk/core/reservation.py `_try_parse_reservation`",
     ),
     Rule(
-        "sub-block-unhealthy",
-        "xpk src/xpk/core/reservation.py `list_healthy_sub_blocks` (only healthInfo.healthStatus=HEALTHY "
-        "sub-blocks are usable); wording ours",
+        "reservation-machine-type",
+        "GoogleCloudPlatform/gsutil#1000: a GKE pool whose VMs do not match the specific reservation's (there: "
+        "local SSDs) gets the reservation-insufficient 429 for its whole count ('required 1 and short of 1 VM "
+        "count of machine type n2-standard-2'); a reservation holds one machine type (compute/v1 "
+        "AllocationSpecificSKUReservation.instanceProperties.machineType)",
     ),
     Rule(
         "reservation-insufficient",
@@ -281,6 +331,60 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 RULE_NAMES = tuple(r.name for r in RULES)
+
+# Not a create: what the GKE metadata server answers a pod (refuse_token_exchange).
+TOKEN_RULES: tuple[Rule, ...] = (
+    Rule(
+        "token-api-disabled",
+        "GKE 'Authenticate to Google Cloud APIs from GKE workloads' (a Kubernetes ServiceAccount annotated "
+        "iam.gke.io/gcp-service-account impersonates that IAM service account); google/kctf#194: the metadata "
+        "server's 'Unable to generate access token; IAM returned 403 Forbidden: IAM Service Account Credentials "
+        "API has not been used in project N before or it is disabled.' while iamcredentials.googleapis.com is off",
+    ),
+)
+
+# Not a refusal: what becomes of a create GCP accepts (Project.unprovisioned).
+PROVISIONING_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sub-block-unhealthy",
+        "No GCP refusal of a pool on an unhealthy sub-block has been seen; in All Capacity mode the customer "
+        "watches slice health and reschedules off unhealthy hardware (docs.cloud.google.com/tpu/docs/"
+        "capacity-modes, the modes' table) and only HEALTHY sub-blocks are usable (xpk "
+        "src/xpk/core/reservation.py `list_healthy_sub_blocks`): the pool is created and its VMs stay "
+        "unprovisioned",
+    ),
+)
+
+# Chips per VM of the TPU machine types the pool rules judge. tpu7x-standard-4t: four chips per
+# VM (GKE Ironwood docs, "NUMA binding"); ct5lp-hightpu-1t/4t/8t: 1, 4 and 8 chips (GKE "Plan TPUs
+# in GKE", TPU v5e machine types). A machine type not listed is not judged by tpu-topology-size.
+TPU_CHIPS_PER_VM: dict[str, int] = {
+    "tpu7x-standard-4t": 4,
+    "ct5lp-hightpu-1t": 1,
+    "ct5lp-hightpu-4t": 4,
+    "ct5lp-hightpu-8t": 8,
+}
+V5E_MULTI_HOST_MACHINE = "ct5lp-hightpu-4t"  # GKE "Plan TPUs in GKE": multi-host v5e slices
+TPU_WORKLOAD_POLICY_TYPES = ("HIGH_THROUGHPUT",)  # GKE Ironwood docs: the High throughput policy
+PROVISION_ONLY_TOPOLOGY = "4x4x4"  # GKE dynamic slicing: a PROVISION_ONLY pool is one 4x4x4 sub-block
+AI_ZONES_FEATURE = "ai-zones-visibility"
+_AI_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-ai[0-9]+[a-z]$")  # us-central1-ai1a
+
+
+def is_ai_zone(zone: str) -> bool:
+    return bool(_AI_ZONE.match(zone))
+
+
+def topology_chips(topology: str) -> int | None:
+    """The chips of an `AxB` or `AxBxC` topology, or None when it is not one."""
+    sides = topology.split("x")
+    if len(sides) not in (2, 3) or not all(side.isdigit() and int(side) > 0 for side in sides):
+        return None
+    chips = 1
+    for side in sides:
+        chips *= int(side)
+    return chips
+
 
 # --- identities (rule already-exists): what a create collides on, and how each API words the 409.
 
@@ -329,11 +433,13 @@ IDENTITY: dict[str, Identity] = {
     ACCOUNT: lambda p, i: f"projects/{_project(i, p.project_id)}/serviceAccounts/{_account_email(p, i)}",
     BUCKET: lambda p, i: f"b/{i.get('name')}",  # global namespace
     SERVICE: lambda p, i: f"projects/{_project(i, p.project_id)}/services/{i.get('service')}",
-    # Dashboards get a server-side id; IAM members and preview features are idempotent writes.
+    PREVIEW_FEATURE: lambda p, i: f"projects/{_project(i, p.project_id)}/global/previewFeatures/{i.get('name')}",
+    # Dashboards get a server-side id; IAM members are idempotent writes.
 }
 # Creates whose identity may already exist without a 409 (enabling an enabled API succeeds:
-# resource_google_project_service.go checks the enabled list first).
-IDEMPOTENT = frozenset({SERVICE})
+# resource_google_project_service.go checks the enabled list first; a preview feature is a
+# project-wide switch the provider updates, and its delete leaves it on: infra/apis.py).
+IDEMPOTENT = frozenset({SERVICE, PREVIEW_FEATURE})
 
 # The provider's own prefix on errors, where an issue shows it (same sources as already-exists).
 PROVIDER_PREFIX: dict[str, str] = {
@@ -420,6 +526,7 @@ def _empty(project_id: str, number: str) -> dict[str, Any]:
         "resources": {},
         "ids": {},
         "reservations": {},
+        "unprovisioned": {},
         "refusals": [],
     }
 
@@ -500,6 +607,11 @@ class Project:
         return list(self._snapshot()["refusals"])
 
     @property
+    def unprovisioned(self) -> dict[str, int]:
+        """Pools GCP created whose VMs it could not provision (rule sub-block-unhealthy): identity -> VMs."""
+        return dict(self._snapshot().get("unprovisioned") or {})
+
+    @property
     def resources(self) -> dict[str, dict[str, Any]]:
         """Existing resources by `"<token> <identity>"`: token, identity, id, project, state."""
         return dict(self._snapshot()["resources"])
@@ -558,12 +670,14 @@ class Project:
         path: str,
         *,
         zone: str,
+        machine_type: str,
         sub_blocks: Mapping[str, Mapping[str, SubBlock]] | None = None,
         count: int | None = None,
         in_use_count: int = 0,
     ) -> None:
-        """A READY reservation `projects/P/reservations/R` in `zone`, with blocks of sub-blocks
-        (`{"block-0": {"sub-block-0": SubBlock(16)}}`); `count` defaults to the sub-blocks' total."""
+        """A READY reservation `projects/P/reservations/R` of `machine_type` VMs in `zone`, with blocks of
+        sub-blocks (`{"block-0": {"sub-block-0": SubBlock(16)}}`); `count` defaults to the sub-blocks' total.
+        tests/standins/reservations.py declares the reservations the stacks' owner holds."""
         found = _RESERVATION.match(path)
         if not found or found.group("block"):
             raise ValueError(f"declare a reservation by its path projects/P/reservations/R, not {path!r}")
@@ -581,6 +695,7 @@ class Project:
             data["reservations"][f"projects/{project}/reservations/{found.group('name')}"] = {
                 "name": found.group("name"),
                 "zone": zone,
+                "machineType": machine_type,
                 "status": "READY",
                 "deploymentType": "DENSE",
                 "specificReservation": {"count": total, "inUseCount": in_use_count},
@@ -602,6 +717,31 @@ class Project:
                 "state": {"name": name, "project": owner, "uniformBucketLevelAccess": uniform_access},
                 "declared": True,
             }
+
+    # --- Workload Identity tokens (rule token-api-disabled)
+
+    def refuse_token_exchange(self, google_account: str | None) -> GcpError | None:
+        """A Workload Identity pod asks the GKE metadata server for a token. Bound to a Google service
+        account (`google_account`, the KSA's iam.gke.io/gcp-service-account), the server mints that
+        account's token through the IAM Service Account Credentials API, which refuses while it is off
+        (google/kctf#194). A KSA that is itself the principal (principal://..., no annotation) gets a
+        federated token without that API: None. IAM bindings and STS are not modelled."""
+        with self._locked() as data:
+            if google_account is None or self._is_on(data, IAM_CREDENTIALS):
+                return None
+            number = data["number"]
+            message = (
+                "Unable to generate access token; IAM returned 403 Forbidden: IAM Service Account Credentials API "
+                f"has not been used in project {number} before or it is disabled. Enable it by visiting "
+                f"https://console.developers.google.com/apis/api/{IAM_CREDENTIALS}/overview?project={number} then "
+                "retry. If you enabled this API recently, wait a few minutes for the action to propagate to our "
+                "systems and retry."
+            )
+            error = GcpError(403, "PERMISSION_DENIED", "accessNotConfigured", message, "token-api-disabled")
+            data["refusals"].append(
+                {"token": google_account, "rule": error.rule, "code": error.code, "message": error.message}
+            )
+            return error
 
     # --- references
 
@@ -710,21 +850,64 @@ class Project:
             return GcpError(
                 404, "NOT_FOUND", "notFound", googleapi(404, detail, "notFound", prefix), "cluster-not-found"
             )
-        policy = (inputs.get("placementPolicy") or {}).get("policyName")
-        if policy:
+        hidden = self._hidden_zone(data, inputs)
+        if hidden is not None:
+            detail = f'Location "{hidden}" does not exist.'
+            return _bad_request(detail, "ai-zone-hidden")
+        policy: Mapping[str, Any] | None = None
+        name = (inputs.get("placementPolicy") or {}).get("policyName")
+        if name:
             location = str(inputs.get("location") or cluster.split("/locations/")[1].split("/")[0])
-            region = region_of(location)
-            path = f"projects/{_project(inputs, self.project_id)}/regions/{region}/resourcePolicies/{_last(policy)}"
-            if self._key(RESOURCE_POLICY, path) not in data["resources"]:
-                detail = f"Resource policy {path} was not found."  # wording ours
+            path = (
+                f"projects/{_project(inputs, self.project_id)}/regions/{region_of(location)}/resourcePolicies/"
+                f"{_last(name)}"
+            )
+            record = data["resources"].get(self._key(RESOURCE_POLICY, path))
+            if record is None:
+                detail = f"Invalid value for 'nodePool.placementPolicy.policyName': '{path}'"
+                reason = "invalid"
                 return GcpError(
-                    404,
-                    "NOT_FOUND",
-                    "notFound",
-                    googleapi(404, detail, "notFound", prefix),
+                    400,
+                    "INVALID_ARGUMENT",
+                    reason,
+                    googleapi(400, detail, reason, prefix),
                     "placement-policy-not-found",
                 )
-        return self._reservation_refusal(data, inputs)
+            policy = record["state"].get("workloadPolicy") or {}
+        return self._tpu_placement_refusal(inputs, policy) or self._reservation_refusal(data, inputs)
+
+    def _hidden_zone(self, data: Mapping[str, Any], inputs: Mapping[str, Any]) -> str | None:
+        """The first AI zone the pool names while the project cannot see AI zones, else None."""
+        feature = data["resources"].get(
+            self._key(
+                PREVIEW_FEATURE,
+                f"projects/{_project(inputs, data['projectId'])}/global/previewFeatures/{AI_ZONES_FEATURE}",
+            )
+        )
+        if feature is not None and feature["state"].get("activationStatus") == "ENABLED":
+            return None
+        zones = [str(z) for z in inputs.get("nodeLocations") or []] + [str(inputs.get("location") or "")]
+        return next((zone for zone in zones if is_ai_zone(zone)), None)
+
+    @staticmethod
+    def _tpu_placement_refusal(inputs: Mapping[str, Any], policy: Mapping[str, Any] | None) -> GcpError | None:
+        """The TPU rules a pool's placement meets: a workload policy GKE takes for TPUs, only with a
+        specific reservation when PROVISION_ONLY, and VMs x chips per VM = the slice's topology."""
+        machine = str((inputs.get("nodeConfig") or {}).get("machineType") or "")
+        nodes = int(inputs.get("nodeCount") or inputs.get("initialNodeCount") or 0)
+        placement = inputs.get("placementPolicy") or {}
+        if policy is None and machine.startswith("tpu7x-") and placement.get("type") == "COMPACT" and nodes > 1:
+            detail = (
+                f"Creation of a managed instance group with {machine} machine type with placement policy is not "
+                "supported. Use workload policy instead."
+            )
+            return _bad_request(detail, "tpu7x-needs-workload-policy")
+        if policy is not None:
+            topology = str(policy.get("acceleratorTopology") or "")
+            return _workload_policy_refusal(inputs, policy, machine) or _topology_refusal(machine, nodes, topology)
+        if placement.get("type") == "COMPACT":
+            return _topology_refusal(machine, nodes, str(placement.get("tpuTopology") or ""))
+        return None
 
     def _reservation_refusal(self, data: dict[str, Any], inputs: Mapping[str, Any]) -> GcpError | None:
         node_config = inputs.get("nodeConfig") or {}
@@ -744,30 +927,27 @@ class Project:
             return GcpError(
                 404, "NOT_FOUND", "notFound", googleapi(404, detail, "notFound", prefix), "reservation-not-found"
             )
-        free, shown = located
-        if free is None:  # an unhealthy sub-block
-            detail = f'Google Compute Engine: reservation "{shown}" is not healthy {where}.'  # wording ours
-            reason = "failedPrecondition"
-            return GcpError(
-                400, "FAILED_PRECONDITION", reason, googleapi(400, detail, reason, prefix), "sub-block-unhealthy"
-            )
+        free, shown, machine = located
         wanted = int(inputs.get("nodeCount") or inputs.get("initialNodeCount") or 0)
-        if free >= wanted:
+        asked = str(node_config.get("machineType", ""))
+        rule = "reservation-insufficient"
+        if asked != machine:  # nothing in the reservation matches the pool's VMs
+            free, rule = 0, "reservation-machine-type"
+        if free is None or free >= wanted:  # None: an unhealthy sub-block, whose VMs stay unprovisioned
             return None
         detail = (
             f'Reservation does not have enough resources for the request: specific reservation "{shown}" is '
             f"insufficient {where}: required {wanted} and short of {wanted - free} VM count of machine type "
-            f"{node_config.get('machineType', '')}."
+            f"{asked}."
         )
         reason = "rateLimitExceeded"
-        return GcpError(
-            429, "RESOURCE_EXHAUSTED", reason, googleapi(429, detail, reason, prefix), "reservation-insufficient"
-        )
+        return GcpError(429, "RESOURCE_EXHAUSTED", reason, googleapi(429, detail, reason, prefix), rule)
 
     def _locate(
         self, data: Mapping[str, Any], affinity: Mapping[str, Any], values: list[str], zones: list[str]
-    ) -> tuple[int | None, str] | None:
-        """(free hosts or None when unhealthy, path as GCE shows it) where the pool points; None: nowhere."""
+    ) -> tuple[int | None, str, str] | None:
+        """(free hosts or None when unhealthy, path as GCE shows it, the reservation's machine type) where
+        the pool points; None: nowhere."""
         found = _RESERVATION.match(values[0]) if len(values) == 1 else None
         if affinity.get("key") != RESERVATION_KEY or found is None:
             return None
@@ -775,7 +955,8 @@ class Project:
         reservation = data["reservations"].get(path)
         if reservation is None or reservation.get("zone") not in zones:
             return None
-        return self._free(reservation, found.group("block"), found.group("sub"))
+        free = self._free(reservation, found.group("block"), found.group("sub"))
+        return None if free is None else (*free, str(reservation.get("machineType") or ""))
 
     @staticmethod
     def _free(reservation: Mapping[str, Any], block: str | None, sub: str | None) -> tuple[int | None, str] | None:
@@ -873,10 +1054,16 @@ class Project:
         if reservation is None:
             return
         hosts = int(inputs.get("nodeCount") or inputs.get("initialNodeCount") or 0)
-        reservation["consumers"][pool] = {"block": found.group("block"), "sub": found.group("sub"), "hosts": hosts}
-        self._count(reservation, found.group("block"), found.group("sub"), hosts)
+        block, sub = found.group("block"), found.group("sub")
+        one = (reservation["blocks"].get(block) or {}).get("subBlocks", {}).get(sub) if block and sub else None
+        if one is not None and one["healthInfo"]["healthStatus"] != HEALTHY:
+            data.setdefault("unprovisioned", {})[pool] = hosts  # rule sub-block-unhealthy: created, no VMs
+            return
+        reservation["consumers"][pool] = {"block": block, "sub": sub, "hosts": hosts}
+        self._count(reservation, block, sub, hosts)
 
     def _release(self, data: dict[str, Any], pool: str) -> None:
+        data.setdefault("unprovisioned", {}).pop(pool, None)
         for reservation in data["reservations"].values():
             used = reservation["consumers"].pop(pool, None)
             if used:
@@ -906,7 +1093,7 @@ class Project:
                 if state.get("disableOnDestroy") and service in data["services"]:
                     data["services"].remove(service)
             identity = self.identity(token, state)
-            if identity is None:
+            if identity is None or token == PREVIEW_FEATURE:  # a deleted preview feature stays on (infra/apis.py)
                 return
             record = data["resources"].pop(self._key(token, identity), None)
             if record is not None:
@@ -940,6 +1127,56 @@ class Project:
             if token == GET_PROJECT:
                 answer["number"] = data["number"]
             return answer
+
+
+def _workload_policy_refusal(inputs: Mapping[str, Any], policy: Mapping[str, Any], machine: str) -> GcpError | None:
+    """A workload policy GKE takes for a TPU pool (rule workload-policy-not-for-tpu), and PROVISION_ONLY
+    only with a specific reservation (rule provision-only-needs-specific-reservation)."""
+    kind, topology = str(policy.get("type") or ""), str(policy.get("acceleratorTopology") or "")
+    mode = str(policy.get("acceleratorTopologyMode") or "")
+    if (
+        kind not in TPU_WORKLOAD_POLICY_TYPES
+        or topology_chips(topology) is None
+        or (mode == "PROVISION_ONLY" and topology != PROVISION_ONLY_TOPOLOGY)
+    ):
+        detail = (
+            f"Workload policy of type {kind or '<none>'} with accelerator topology {topology or '<none>'} "
+            f"({mode or 'AUTO_CONNECT'}) is not supported for TPU machine type {machine}."
+        )
+        return _bad_request(detail, "workload-policy-not-for-tpu")
+    affinity = (inputs.get("nodeConfig") or {}).get("reservationAffinity") or {}
+    if mode == "PROVISION_ONLY" and affinity.get("consumeReservationType") != "SPECIFIC_RESERVATION":
+        detail = (
+            "Workload policy with accelerator topology mode PROVISION_ONLY requires a specific reservation: "
+            f"reservation affinity is {affinity.get('consumeReservationType') or 'unset'}."
+        )
+        return _bad_request(detail, "provision-only-needs-specific-reservation")
+    return None
+
+
+def _topology_refusal(machine: str, nodes: int, topology: str) -> GcpError | None:
+    """Rule tpu-topology-size: the pool's VMs x chips per VM make its topology; multi-host v5e on the
+    multi-host machine type."""
+    per_vm = TPU_CHIPS_PER_VM.get(machine)
+    chips = topology_chips(topology) if topology else None
+    if per_vm is None or chips is None:
+        return None
+    if nodes * per_vm != chips:
+        detail = f"Node count {nodes} is not a valid size of TPU pod slice with topology {topology}."
+        return _bad_request(detail, "tpu-topology-size")
+    if machine.startswith("ct5lp-") and nodes > 1 and machine != V5E_MULTI_HOST_MACHINE:
+        detail = (
+            f"Machine type {machine} is not supported for multi-host TPU pod slice with topology {topology}: "
+            f"use {V5E_MULTI_HOST_MACHINE}."
+        )
+        return _bad_request(detail, "tpu-topology-size")
+    return None
+
+
+def _bad_request(detail: str, rule: str) -> GcpError:
+    return GcpError(
+        400, "BAD_REQUEST", "badRequest", googleapi(400, detail, "badRequest", PROVIDER_PREFIX[NODE_POOL]), rule
+    )
 
 
 def _bucket_not_found() -> GcpError:

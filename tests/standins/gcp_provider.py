@@ -11,8 +11,11 @@ Google Cloud cannot be reached from here. This stand-in plays both, from upstrea
 - **Create, Update, Delete and Invoke** go to a bare project (gcp_project.Project): only the
   services Google enables by default are on until a `gcp:projects/service:Service` enables one; a
   call to a disabled API, a Workload Identity member before its pool's cluster, a name that exists
-  (409), a pool on a reservation path the project does not hold, or on an unhealthy or full
-  sub-block, is refused with GCP's error;
+  (409), a pool on a reservation path the project does not hold (tests/standins/reservations.py),
+  of another machine type than its reservation's, on a full sub-block, in an AI zone before the
+  ai-zones-visibility feature, or whose VMs and topology disagree with its workload policy or
+  `tpu_topology`, is refused with GCP's error; a pool on an unhealthy sub-block is created and its
+  VMs stay unprovisioned;
 - **Read** returns what GKE reports (gcp_project.reported plus the placement GKE fills in), so a
   refresh or the preview after `up` meets GKE's answers, not the program's inputs.
 
@@ -41,10 +44,9 @@ import grpc
 from pulumi.runtime.proto import provider_pb2
 
 from plan.engine import cloud_state
-from settings.capacity import node_pools
 from settings.model import StackConfig
-from tests.standins import gcp_project, gcp_schema
-from tests.standins.gcp_project import Project, SubBlock
+from tests.standins import gcp_project, gcp_schema, reservations
+from tests.standins.gcp_project import Project
 from tests.standins.provider import StandInProvider, resource_name, resource_type, run, to_dict, to_struct
 
 NODE_POOL = gcp_project.NODE_POOL
@@ -208,33 +210,15 @@ class GcpProvider(StandInProvider):
         return provider_pb2.InvokeResponse(**{"return": to_struct(answer)})
 
 
-def prepare(path: Path, config: StackConfig) -> Project:
-    """A bare project holding what a stack's owner has before the first `pulumi up`: the stack's
-    reservation (every sub-block it names healthy and free, or a block with room for its pools) and
-    the model-weights bucket with uniform bucket-level access. Nothing is enabled or created."""
-    project = Project.at(path, project_id=config.project)
-    if config.reservation is not None:
-        reservation = config.reservation
-        hosts = _hosts_per_pool(config)
-        base = f"projects/{reservation.project or config.project}/reservations/{reservation.name}"
-        block = reservation.block or "block-0"
-        subs = list(reservation.sub_blocks or [])
-        if subs and reservation.block_cubes:
-            # The block holds blockCubes cubes, the stack's among them; the rest are free sub-blocks
-            # a later change may add (named here as the stack files name theirs).
-            spare = (f"sub-block-{i}" for i in range(2 * reservation.block_cubes) if f"sub-block-{i}" not in subs)
-            subs += [next(spare) for _ in range(reservation.block_cubes - len(subs))]
-        sub_blocks = {sub: SubBlock(hosts) for sub in subs} or {
-            "sub-block-0": SubBlock(hosts * len(config.pool_keys()))
-        }
-        project.declare_reservation(base, zone=config.zone, sub_blocks={block: sub_blocks})
+def prepare(path: Path | None, config: StackConfig) -> Project:
+    """A bare project holding what a stack's owner has before the first `pulumi up`: the reservations
+    of tests/standins/reservations.py (the owner's, declared apart from any stack: a stack that names
+    another reservation, zone, machine type or sub-block is refused as GCP would refuse it) and the
+    model-weights bucket with uniform bucket-level access. Nothing is enabled or created."""
+    project = reservations.declare(Project.at(path, project_id=config.project))
     if config.serving.model.weights_bucket:
         project.declare_bucket(config.serving.model.weights_bucket)
     return project
-
-
-def _hosts_per_pool(config: StackConfig) -> int:
-    return node_pools(config).nodes_per_pool
 
 
 def provider() -> GcpProvider:

@@ -322,6 +322,10 @@ CLUSTER = Resource(
         _row(cl(2028), "subnetwork", "string", "CF"),
         _row(cl(344), "deletionProtection", "bool", default=True),
         _row(cl(1232), "initialNodeCount", "int", "F"),
+        # "node_config": schemaNodeConfig() (:1848), the node pool's rows below; the default pool's.
+        _row(nc(279), "nodeConfig", "block", "CF"),
+        _row(nc(643), "nodeConfig.serviceAccount", "string", "CF"),
+        _row(nc(579), "nodeConfig.oauthScopes", "set", "CF"),
         _row(cl(2241), "removeDefaultNodePool", "bool"),
         _row(cl(1799), "minMasterVersion", "string"),
         _row(
@@ -479,7 +483,7 @@ SUBNETWORK = Resource(
         _row(sn(899), "project", "string", "CF"),
         _row(sn(557), "network", "string", "RF"),
         _row(sn(574), "description", "string", "F"),
-        _ip_cidr_range,  # CustomizeDiff ForceNewIfChange when the range shrinks (:512, IsShrinkageIpCidr :562)
+        _ip_cidr_range,  # CustomizeDiff ForceNewIfChange when the range shrinks (:512, IsShrinkageIpCidr :63)
         _row(sn(718), "privateIpGoogleAccess", "bool", "C"),
         _row(sn(731), "purpose", "string", "C", api=_K(COMPUTE_API, "Subnetwork", "purpose")),
         _row(sn(767), "role", "string", allowed=("ACTIVE", "BACKUP", ""), api=_K(COMPUTE_API, "Subnetwork", "role")),

@@ -55,10 +55,19 @@ else
 fi
 
 # --- the Kubernetes provider -----------------------------------------------------------------
-# The SDK (pulumi-kubernetes 4.34.2) asks the engine for plugin version 4.34.2.
+# The proxy serves the provider module at one pseudo-version only; kubernetes/RELEASE records the
+# release tag of its commit (`git tag --points-at <commit>` in pulumi/pulumi-kubernetes). The
+# Python SDK asks the engine for the plugin version it is (requirements.txt), so that pin must be
+# this release: then the provider the tests run is the one a user's `pulumi up` downloads.
 k8s_plugin_version="$(sed -n 's/^pulumi-kubernetes==\([0-9.]*\).*/\1/p' "$root/requirements.txt")"
 k8s_module="$(module_version kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)"
-if stamp_ok pulumi-resource-kubernetes "$k8s_module stripped"; then
+read -r k8s_release k8s_commit < "$here/kubernetes/RELEASE"
+if [ "${k8s_module##*-}" != "${k8s_commit:0:12}" ] || [ "v$k8s_plugin_version" != "$k8s_release" ]; then
+    say "the provider module $k8s_module, its release $k8s_release ($k8s_commit, tools/engine/kubernetes/RELEASE)" \
+        "and requirements.txt's pulumi-kubernetes==$k8s_plugin_version must name one release"
+    exit 1
+fi
+if stamp_ok pulumi-resource-kubernetes "$k8s_module as $k8s_plugin_version stripped"; then
     say "pulumi-resource-kubernetes $k8s_module is in place"
 else
     say "building pulumi-resource-kubernetes $k8s_module (installed as plugin $k8s_plugin_version)"
@@ -85,7 +94,7 @@ PY
     (cd "$work" && go build -trimpath \
         -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$k8s_plugin_version" \
         -o "$bin/pulumi-resource-kubernetes" .)
-    echo "$k8s_module stripped" > "$cache/stamps/pulumi-resource-kubernetes"
+    echo "$k8s_module as $k8s_plugin_version stripped" > "$cache/stamps/pulumi-resource-kubernetes"
 fi
 
 # --- Helm ------------------------------------------------------------------------------------

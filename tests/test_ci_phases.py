@@ -1,0 +1,46 @@
+"""The phase table `make test` ends with (tools/ci/phase.sh records, tools/ci/phase_table.py prints)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASE = ROOT / "tools" / "ci" / "phase.sh"
+TABLE = ROOT / "tools" / "ci" / "phase_table.py"
+
+
+def _phase(tmp_path: Path, name: str, *command: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TPU_SLICING_PHASES": str(tmp_path / "phases.tsv")}
+    return subprocess.run(["bash", str(PHASE), name, *command], env=env, capture_output=True, text=True, check=False)
+
+
+def test_a_phase_keeps_its_command_status_and_output_and_is_recorded(tmp_path: Path) -> None:
+    ok = _phase(tmp_path, "lint ruff", "sh", "-c", "echo fine")
+    failed = _phase(tmp_path, "pytest", "sh", "-c", "echo broken >&2; exit 3")
+    assert (ok.returncode, ok.stdout) == (0, "fine\n")
+    assert (failed.returncode, failed.stderr) == (3, "broken\n")
+    lines = [line.split("\t") for line in (tmp_path / "phases.tsv").read_text().splitlines()]
+    assert [(name, status) for name, _, status in lines] == [("lint ruff", "0"), ("pytest", "3")]
+    assert all(float(seconds) >= 0 for _, seconds, _ in lines)
+
+
+def test_without_the_variable_nothing_is_written(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TPU_SLICING_PHASES"}
+    done = subprocess.run(["bash", str(PHASE), "x", "true"], cwd=tmp_path, env=env, check=False)
+    assert done.returncode == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_the_table_totals_phases_and_lists_pytest_groups_apart(tmp_path: Path) -> None:
+    phases = tmp_path / "phases.tsv"
+    phases.write_text(
+        "build engine\t600.000\t0\nlint mypy\t59.600\t0\npytest\t1200.000\t1\n"
+        "pytest control-plane\t1100.000\t0\npytest (no group)\t900.000\t0\n"
+    )
+    out = subprocess.run([sys.executable, str(TABLE), str(phases)], capture_output=True, text=True, check=True).stdout
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if line.strip()}
+    assert "10 min 00 s" in rows["build engine"] and "exit 1" in rows["pytest"]
+    assert "31 min 00 s" in rows["total"]  # 600 + 59.6 + 1200 s; the groups overlap and are not added
+    assert "18 min 20 s" in rows["pytest control-plane"]
