@@ -258,6 +258,10 @@ def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
     if token == "gcp:organizations/getProject:getProject":
         project = args.get("projectId") or "project"
         return {"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}
+    if token == "gcp:storage/getBucket:getBucket":
+        # The offline plan cannot read the bucket: it assumes what the README asks of it (uniform
+        # bucket-level access); `pulumi up` reads it before a conditional grant (workloads/bucket_access.py).
+        return {"name": args.get("name"), "uniformBucketLevelAccess": True}
     if token == "gcp:container/getEngineVersions:getEngineVersions":
         return engine_versions(args, PLACEHOLDER_CHANNEL_VERSIONS, PLACEHOLDER_CHANNEL_DEFAULTS)
     raise NotImplementedError(f"no placeholder answer for the invoke {token}")

@@ -384,6 +384,20 @@ def test_a_sub_block_with_too_few_free_hosts_is_refused_and_pools_use_hosts_up()
     assert project.refuse_create(gp.NODE_POOL, node_pool("dev-tpu-3", path=other)) is None
 
 
+def test_a_conditional_bucket_member_needs_uniform_access_on_the_bucket() -> None:
+    project = Project.at(None)
+    project.declare_bucket("weights", uniform_access=False)
+    plain = {"bucket": "weights", "role": "roles/storage.objectViewer", "member": "user:a@example.com"}
+    condition = {"title": "only xla_cache/", "expression": 'resource.name.startsWith("x")'}
+    conditional = {**plain, "role": "roles/storage.objectUser", "condition": condition}
+    assert project.refuse_create(gp.BUCKET_IAM_MEMBER, plain) is None
+    error = project.refuse_create(gp.BUCKET_IAM_MEMBER, conditional)
+    assert error is not None and error.rule == "condition-needs-uniform-access" and error.code == 400
+    assert project.answer_invoke(gp.GET_BUCKET, {"name": "weights"})["uniformBucketLevelAccess"] is False
+    project.declare_bucket("weights", uniform_access=True)
+    assert project.refuse_create(gp.BUCKET_IAM_MEMBER, conditional) is None
+
+
 def test_a_bucket_member_needs_the_bucket_and_get_bucket_answers_it() -> None:
     project = Project.at(None)
     member = {"bucket": "weights", "role": "roles/storage.objectViewer", "member": "user:a@example.com"}

@@ -18,6 +18,8 @@ import pytest
 
 from plan import engine as offline
 from tests.engine import PASSPHRASE, ROOT, Engine, Workspace, readme_deploy_commands, readme_stack
+from tests.standins import gcp_project, gcp_provider
+from tests.standins.gcp_project import Project
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 PROJECT_ID = "my-tpu-project"
@@ -197,6 +199,39 @@ def test_a_mistaken_destroy_deletes_nothing_until_protection_is_released(engine:
     ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
     ws.pulumi("destroy", "--yes", "--skip-preview", "--stack", name)
     assert not [u for u in resources() if "gcp:" in u]
+
+
+@pytest.mark.gcp_standin
+def test_up_reads_the_weights_bucket_and_stops_before_any_grant_without_uniform_access(engine: Engine) -> None:
+    """The conditional write grant needs uniform bucket-level access (the stand-in refuses it otherwise,
+    rule condition-needs-uniform-access): `up` reads the bucket first and stops, naming it and the fix,
+    with no grant on it and no traceback. Turned on, the same `up` completes."""
+    ws = _initialised(engine, "dev", "ubla")
+    name = "dev-new"
+    project = Project.at(Path(ws.env[gcp_provider.PROJECT_ENV]))
+    config, _ = offline.read_stack_config(ws.root / f"Pulumi.{name}.yaml")
+    bucket = json.loads(config["tpu-slicing:serving"])["model"]["weightsBucket"]
+    project.declare_bucket(bucket, uniform_access=False)
+    targets = _google_cloud_targets(ws, name)
+    done = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert f"serving.model.weightsBucket '{bucket}': uniform bucket-level access is off" in output, output[-3000:]
+    assert f"gcloud storage buckets update gs://{bucket} --uniform-bucket-level-access" in output
+    assert "Traceback" not in output
+    assert _members(ws, name) == []  # the state: the stand-in keeps no IAM bindings
+    assert [r["rule"] for r in project.refusals] == []  # nothing was even tried
+
+    project.declare_bucket(bucket, uniform_access=True)
+    ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *targets)
+    assert len(_members(ws, name)) == 3  # bucketViewer, objectViewer, objectUser on xla_cache/
+
+
+def _members(ws: Workspace, name: str) -> list[str]:
+    exported = json.loads(ws.pulumi("stack", "export", "--stack", name).stdout)
+    return [
+        r["urn"] for r in exported["deployment"].get("resources") or [] if r["type"] == gcp_project.BUCKET_IAM_MEMBER
+    ]
 
 
 def _steps(ws: Workspace, name: str, targets: list[str]) -> list[tuple[str, str]]:

@@ -48,7 +48,7 @@ from shared.labels import (
 )
 from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from shared.ports import JETSTREAM_PROMETHEUS_PORT
-from workloads.bucket_access import Grant, grants
+from workloads.bucket_access import Grant, grants, uniform_bucket
 from workloads.model_access import workload_principal_output
 
 APP = JETSTREAM_APP
@@ -511,16 +511,21 @@ class Jetstream(pulumi.ComponentResource):
         account = service_account_body(args)
         self.service_account = core.ServiceAccount(f"{name}-service-account", metadata=account["metadata"], opts=child)
         principal = workload_principal_output(args.project, args.namespace, SERVICE_ACCOUNT, args.identity_pool)
-        # Bound on the weights bucket only: no project-wide storage access.
+        # Bound on the weights bucket only: no project-wide storage access. A conditional grant
+        # (multi-host's scratch prefix) needs uniform bucket-level access, read before it registers.
+        grants_made = bucket_grants(args)
+        bucket: pulumi.Input[str] = args.bucket
+        if any(grant.condition is not None for grant in grants_made):
+            bucket = uniform_bucket(args.bucket, args.identity_pool)
         self.members = [
             gcp.storage.BucketIAMMember(
                 f"{name}-{grant.name}",
                 gcp.storage.BucketIAMMemberArgs(
-                    bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
+                    bucket=bucket, role=grant.role, member=principal, condition=grant.condition
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends, *args.identity_pool]),
             )
-            for grant in bucket_grants(args)
+            for grant in grants_made
         ]
 
         # Pods start only once their identity can read the checkpoint.

@@ -19,7 +19,7 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from shared.labels import COMMON_LABELS
-from workloads.bucket_access import grants
+from workloads.bucket_access import grants, uniform_bucket
 
 # Where vLLM writes compiled XLA programs (VLLM_XLA_CACHE_PATH in workloads/vllm_command.py).
 CACHE_PREFIX = "xla_cache/"
@@ -76,11 +76,13 @@ class ModelAccess(pulumi.ComponentResource):
         )
         after_pool = [args.identity_pool]
         principal = workload_principal_output(args.project, args.namespace, args.service_account, after_pool)
+        # The write grant is conditional: read the bucket's access mode before any grant registers.
+        bucket = uniform_bucket(args.bucket, after_pool)
         self.members = [
             gcp.storage.BucketIAMMember(
                 grant.name,
                 gcp.storage.BucketIAMMemberArgs(
-                    bucket=args.bucket, role=grant.role, member=principal, condition=grant.condition
+                    bucket=bucket, role=grant.role, member=principal, condition=grant.condition
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=after_pool),
             )

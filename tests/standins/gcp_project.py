@@ -324,6 +324,12 @@ RULES: tuple[Rule, ...] = (
         "bucket does not exist.' is GCS's usual one, not seen verbatim in an issue here",
     ),
     Rule(
+        "condition-needs-uniform-access",
+        "Cloud Storage docs, 'IAM Conditions' (storage/docs/access-control/iam#conditions): conditions on a "
+        "bucket's IAM policy need uniform bucket-level access on that bucket; the 400 text here is the stand-in's "
+        "own wording, GCS's was not seen verbatim in an issue here",
+    ),
+    Rule(
         "identity-pool-missing",
         "terraform-google-modules/terraform-google-kubernetes-engine#916, googleforgames/global-multiplayer-demo#39, "
         "google/kctf#193: the pool <project>.svc.id.goog exists once a cluster with Workload Identity does; the "
@@ -838,8 +844,15 @@ class Project:
     def _missing_reference(self, data: dict[str, Any], token: str, inputs: Mapping[str, Any]) -> GcpError | None:
         if token == NODE_POOL:
             return self._pool_references(data, inputs)
-        if token == BUCKET_IAM_MEMBER and not self._bucket_exists(data, _last(inputs.get("bucket"))):
-            return _bucket_not_found()
+        if token == BUCKET_IAM_MEMBER:
+            bucket = _last(inputs.get("bucket"))
+            if not self._bucket_exists(data, bucket):
+                return _bucket_not_found()
+            if inputs.get("condition") and not self._bucket_uniform(data, bucket):
+                detail = f"IAM conditions need uniform bucket-level access on bucket {bucket}, which is off."
+                return GcpError(
+                    400, "BAD_REQUEST", "invalid", googleapi(400, detail, "invalid"), "condition-needs-uniform-access"
+                )
         return None
 
     def _pool_references(self, data: dict[str, Any], inputs: Mapping[str, Any]) -> GcpError | None:
@@ -1004,6 +1017,10 @@ class Project:
 
     def _bucket_exists(self, data: Mapping[str, Any], name: str) -> bool:
         return self._key(BUCKET, f"b/{name}") in data["resources"]
+
+    def _bucket_uniform(self, data: Mapping[str, Any], name: str) -> bool:
+        record = data["resources"][self._key(BUCKET, f"b/{name}")]
+        return bool(record["state"].get("uniformBucketLevelAccess"))
 
     # --- lifecycle
 
