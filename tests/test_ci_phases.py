@@ -37,10 +37,24 @@ def test_the_table_totals_phases_and_lists_pytest_groups_apart(tmp_path: Path) -
     phases = tmp_path / "phases.tsv"
     phases.write_text(
         "build engine\t600.000\t0\nlint mypy\t59.600\t0\npytest\t1200.000\t1\n"
-        "pytest control-plane\t1100.000\t0\npytest (no group)\t900.000\t0\n"
+        "pytest control-plane\t1100.000\t0\npytest (no group)\t900.000\t0\nbeside: go downloads\t120.000\t0\n"
     )
     out = subprocess.run([sys.executable, str(TABLE), str(phases)], capture_output=True, text=True, check=True).stdout
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if line.strip()}
     assert "10 min 00 s" in rows["build engine"] and "exit 1" in rows["pytest"]
     assert "31 min 00 s" in rows["total"]  # 600 + 59.6 + 1200 s; the groups overlap and are not added
     assert "18 min 20 s" in rows["pytest control-plane"]
+    assert "2 min 00 s" in rows["beside: go downloads"]  # in the background: not in the total either
+
+
+def test_prefetch_downloads_for_every_wrapper_module_the_builds_use() -> None:
+    """tools/ci/prefetch.sh lists each Go module folder the build scripts build from (all but
+    gcpdata's, a data download of its own), so no build waits on downloads the others overlapped."""
+    script = (ROOT / "tools" / "ci" / "prefetch.sh").read_text()
+    listed = {
+        line.strip().strip('"').split()[0]
+        for line in script.split("PACKAGES=(", 1)[1].split(")", 1)[0].splitlines()
+        if line.strip()
+    }
+    modules = {str(p.parent.relative_to(ROOT / "tools")) for p in (ROOT / "tools").rglob("go.mod")} - {"gcpdata"}
+    assert listed == modules

@@ -42,16 +42,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import control_plane as cp
 from tests import controllers as ctl
 from tests import operations
-from tests.engine import Engine, Workspace, readme_stack
+from tests.engine import ROOT, Engine, Workspace, readme_stack
 from tests.standins import gke_addons, slice_webhook, smoke_pod
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, _key, _kubernetes_resources, plane_env
 from workloads.smoke_job import JOB_NAME
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP_2)  # one plane at a time (tests/control_plane.py)
+# The project name in the file backend's layout (.pulumi/stacks/<project>/<stack>.json).
+PROJECT_NAME = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
 FAULT_TIMEOUT = 600.0  # the most any one faulted or recovering run may take before the test kills it
 # A GKE zonal control-plane upgrade leaves the API server unreachable for minutes; a bounded 15 s
 # here, plus its own restart time, is enough to come near the node grace period (50 s).
@@ -182,6 +185,10 @@ class Scenario:
             time.sleep(0.05)
         _finish(process, deadline)
         _check_alive(*self.pollers)
+        if sig == signal.SIGKILL and self.clear_empty_sidecar():
+            # A kill that lands while the CLI rewrites the sidecar: README Troubleshooting's step.
+            outcome.recovery.append(f"rm {self.sidecar().name} (left empty by the kill)")
+            outcome.notes["empty sidecar"] = True
         _text, exported = self.exported()
         outcome.notes["held after"] = sum(
             1 for r in exported["deployment"].get("resources") or [] if not r["type"].startswith("pulumi:")
@@ -202,6 +209,20 @@ class Scenario:
         outcome.agreement = self.agreement(up=up)
         self.outcomes.append(outcome)
         return outcome
+
+    def sidecar(self) -> Path:
+        """The checkpoint's metadata sidecar on the file backend (gocloud.dev fileblob attrs.go)."""
+        backend = Path(self.ws.env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+        return backend / ".pulumi" / "stacks" / PROJECT_NAME / f"{self.name}.json.attrs"
+
+    def clear_empty_sidecar(self) -> bool:
+        """README Troubleshooting: an empty sidecar (a kill while it was written in place) is deleted,
+        only if it is empty; a missing one reads as defaults. Whether one was deleted."""
+        sidecar = self.sidecar()
+        if sidecar.exists() and sidecar.stat().st_size == 0:
+            sidecar.unlink()
+            return True
+        return False
 
     def exported(self) -> tuple[str, dict[str, Any]]:
         done = self.ws.pulumi("stack", "export", "--stack", self.name, extra_env=self.env)
@@ -310,7 +331,9 @@ def _run(engine: Engine, base: Path, stack: str, faults: Faults) -> Scenario:
         gke_addons.install(plane, config.versions.gateway_api_inference_extension)
         balancers = gke_addons.LoadBalancers(plane)
         webhook = slice_webhook.SliceWebhook(plane, generation)
-        smoke = smoke_pod.SmokePods(plane, namespace, JOB_NAME)
+        # The front the smoke Job talks to: jetstream-http on JetStream, vLLM's OpenAI API elsewhere.
+        api = "jetstream" if config.serving.backend == "jetstream" else "openai"
+        smoke = smoke_pod.SmokePods(plane, namespace, JOB_NAME, api=api)
         for poller in (balancers, webhook, smoke):
             poller.start()
         try:
@@ -440,10 +463,27 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     outcome = s.interrupted("SIGKILL destroy", DESTROY, signal.SIGKILL, _done("delete", 10))
     s.recover(outcome, ("cancel", "--yes"), CLEAR, DESTROY, up=False)
 
+    # 7. The sidecar a kill can leave empty, emptied on purpose: every command fails until the
+    # README's step (run by `interrupted` after each SIGKILL) deletes it.
+    outcome = Outcome("empty checkpoint sidecar", injected=True)
+    s.sidecar().write_bytes(b"")
+    outcome.faulted = s.pulumi("stack", "export")
+    outcome.notes["cleared"] = s.clear_empty_sidecar()
+    outcome.recovery.append(f"rm {s.sidecar().name}")
+    s.recover(outcome, DESTROY, up=False)
+
 
 def _second_family_faults(s: Scenario, stands: Stands) -> None:
-    """JetStream on fixed v5e slices: no slice controller and no smoke Job, its own LWS and HTTP server."""
+    """JetStream on fixed v5e slices: no slice controller, its own LWS, HTTP server and smoke Job."""
     outcome = s.interrupted("jetstream: SIGINT up (serving)", UP, signal.SIGINT, _done("create", 1, "LeaderWorkerSet"))
+    s.recover(outcome, UP)
+    # Its smoke Job is `up`'s proof too: jetstream-http refusing the request fails `up`, naming the
+    # Job and the script's last lines; a new run id re-runs it against a serving front.
+    stands.smoke.failing = True
+    s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-1")
+    outcome = Outcome("jetstream: smoke test fails", injected=True, faulted=s.up())
+    stands.smoke.failing = False
+    s.pulumi("config", "set", "--path", "tpu-slicing:serving.smokeTest.runId", "fault-2")
     s.recover(outcome, UP)
     s.kinds |= {(r["apiVersion"], r["kind"]) for r in _kubernetes_resources(s.ws, s.name)}
     s.recover(Outcome("jetstream: refresh right after up", injected=True), REFRESH)
@@ -703,16 +743,38 @@ def test_an_api_server_restart_during_up_converges(dev: Scenario) -> None:
     _agreed(o)
 
 
+def test_an_empty_checkpoint_sidecar_fails_every_command_until_the_readme_step(dev: Scenario) -> None:
+    o = _outcome(dev, "empty checkpoint sidecar")
+    out = o.faulted.stdout + o.faulted.stderr
+    assert o.faulted.returncode != 0 and "failed to load checkpoint: EOF" in out, out[-3000:]
+    assert o.notes["cleared"] is True
+    _agreed(o)
+
+
 def test_every_fault_was_injected_and_reported(dev: Scenario) -> None:
     table = report(dev.outcomes)
-    assert len(dev.outcomes) == 12, table
+    assert len(dev.outcomes) == 13, table
     assert all(o.injected for o in dev.outcomes), table
 
 
 @pytest.mark.parametrize(
-    "fault", ["jetstream: SIGINT up (serving)", "jetstream: refresh right after up", "jetstream: SIGKILL destroy"]
+    "fault",
+    [
+        "jetstream: SIGINT up (serving)",
+        "jetstream: smoke test fails",
+        "jetstream: refresh right after up",
+        "jetstream: SIGKILL destroy",
+    ],
 )
 def test_the_second_family_survives_the_same_faults(jetstream: Scenario, fault: str) -> None:
     o = _outcome(jetstream, fault)
     assert o.injected, o.faulted.stdout[-3000:] if o.faulted else o.fault
     _agreed(o)
+
+
+def test_a_jetstream_front_that_refuses_fails_up_naming_the_job_and_its_last_lines(jetstream: Scenario) -> None:
+    o = _outcome(jetstream, "jetstream: smoke test fails")
+    out = o.faulted.stdout + o.faulted.stderr
+    assert o.faulted.returncode != 0
+    assert JOB_NAME in out and "smoke test failed" in out, out[-3000:]
+    assert "HTTP 422" in out and "Field required" in out, out[-3000:]

@@ -9,7 +9,10 @@ loop ends it, as the kubelet ends a container:
   the container's environment, its `SMOKE_BASE_URL` pointed at a stand-in gateway that answers
   every request with vLLM's 404 for a model it does not serve (`{"error": {"message": "The model
   `x` does not exist."}}`, pods/smoke_test.py `is_unknown_model_error`), which the script does not
-  retry. The container then ends as the kubelet ends it (k8s.io/kubernetes v1.36.3
+  retry; for JetStream (`api="jetstream"`), a jetstream-http front that refuses every request with
+  FastAPI's 422 for a body it cannot validate (fastapi/exception_handlers.py
+  `request_validation_exception_handler`: `{"detail": [...]}`), which the script does not retry
+  either (a 4xx other than 404/408/425/429). The container then ends as the kubelet ends it (k8s.io/kubernetes v1.36.3
   pkg/kubelet/kuberuntime/kuberuntime_container.go `convertToKubeContainerStatus`): terminated
   with the script's exit code and reason `Error` (the runtime's), and only when the container's
   `terminationMessagePolicy` is `FallbackToLogsOnError` and the exit code is not 0, a message of
@@ -17,7 +20,10 @@ loop ends it, as the kubelet ends a container:
   pkg/kubelet/container/runtime.go `MaxContainerTerminationMessageLogLines`/`...LogLength`).
 
 What it cannot show: the script against a real gateway, the image's Python, the pod's security
-context and read-only root file system, a pod killed by its active deadline.
+context and read-only root file system, a pod killed by its active deadline. A leader that crashes
+makes jetstream-http answer 500, which the script retries until its deadline (hours by the serving
+budget), so the fast failure here is a refused request; the retry rule itself is
+tests/test_smoke_test.py's.
 """
 
 from __future__ import annotations
@@ -51,6 +57,17 @@ class _WrongModel(JsonHandler):
         )
 
 
+class _RefusedRequest(JsonHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        missing = {"type": "missing", "loc": ["body", "prompt"], "msg": "Field required", "input": {}}
+        self.send_json(422, {"detail": [missing]})
+
+
+FRONTS: dict[str, type[JsonHandler]] = {"openai": _WrongModel, "jetstream": _RefusedRequest}
+
+
 def termination_message(log: str, policy: str | None, exit_code: int) -> str:
     """What the kubelet writes as the terminated container's message (no termination-log file)."""
     if policy != FALLBACK or exit_code == 0:
@@ -64,14 +81,14 @@ class SmokePods(ServingPoller):
 
     name = "smoke-pod-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str) -> None:
+    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = "openai") -> None:
         super().__init__(plane, interval=0.3)
         self.namespace, self.job = namespace, job
         self.failing = False
         self.hold = False  # leave running pods running (an `up` waiting on the Job)
         self.ended: list[tuple[str, int, str]] = []  # (pod, exit code, message)
         self._done: set[str] = set()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WrongModel)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FRONTS[api])
         self._dir = Path(tempfile.mkdtemp(prefix="smoke-pod-", dir=plane.workdir))
 
     def reconcile(self) -> None:

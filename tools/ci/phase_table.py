@@ -2,7 +2,8 @@
 
 Lines whose name starts with "pytest " are the suite's own breakdown (tests/conftest.py): summed
 test durations per xdist group, which overlap in wall time, so they are listed apart and not
-added to the total.
+added to the total; nor are lines whose name starts with "beside:" (work run in the background,
+beside the phases: the Go module downloads of tools/ci/prefetch.sh).
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ def main(path: str) -> int:
         return 0
     phases: list[tuple[str, float, str]] = []
     groups: list[tuple[str, float, str]] = []
+    beside: list[tuple[str, float, str]] = []
     for line in file.read_text().splitlines():
         name, wall, status = line.split("\t")
-        (groups if name.startswith("pytest ") else phases).append((name, float(wall), status))
-    width = max((len(n) for n, _, _ in phases + groups), default=10)
+        kind = groups if name.startswith("pytest ") else beside if name.startswith("beside:") else phases
+        kind.append((name, float(wall), status))
+    width = max((len(n) for n, _, _ in phases + groups + beside), default=10)
     print()
     print("phase".ljust(width), "wall".rjust(11), "status", sep="  ")
     for name, seconds, status in phases:
         print(name.ljust(width), _clock(seconds), "ok" if status == "0" else f"exit {status}", sep="  ")
     print("total".ljust(width), _clock(sum(s for _, s, _ in phases)), sep="  ")
+    for name, seconds, status in beside:
+        print(name.ljust(width), _clock(seconds), "ok" if status == "0" else f"exit {status}", sep="  ")
     if groups:
         print("\nwithin pytest (summed test durations per worker group; groups run side by side):")
         for name, seconds, _ in groups:
