@@ -10,7 +10,9 @@ must outlast, so no deadline can end before the work it watches:
   startup; `pulumi up` outlasts the smoke test;
 - JetStream's smoke test outlasts the image pull and its server's startup probe, which outlasts the
   MaxText engine's model load (no Kueue, no slice activation: its slices are fixed node pools that
-  exist before its pods).
+  exist before its pods);
+- a slice check's JAX rendezvous outlasts a peer that pulls its image late, and its own deadline
+  outlasts the rendezvous and the checks.
 
 Plain Python: the settings refuse a smoke deadline below `smoke_deadline_min_seconds`, the
 workloads write the figures into the objects, and a test reads them back from those objects.
@@ -51,6 +53,16 @@ JETSTREAM_LOAD_SECONDS = ENGINE_READY_TIMEOUT_SECONDS
 STARTUP_MARGIN_SECONDS = 600
 ADMISSION_AND_PULL_SECONDS = 1800
 
+# jax.distributed.initialize's own rendezvous wait when none is given (jax/_src/distributed.py,
+# `initialization_timeout: int = 300`): process 0 and every peer wait this long for all the others.
+# The 32 pods of a super-slice check are admitted together (one Kueue workload), but each pulls
+# the multi-GiB JAX image on its own host, so they start up to one pull apart: the check's wait is
+# the pull figure above, not JAX's five minutes, and a late host is not reported as a broken slice.
+JAX_INIT_TIMEOUT_DEFAULT_SECONDS = 300
+# What the checks themselves take once joined (device counts, a psum, five timed all-reduces of
+# 64 MiB per device; pods/slice_check.py): minutes on any slice, so ten are slack, not a forecast.
+SLICE_CHECK_RUN_SECONDS = 600
+
 
 @dataclass(frozen=True)
 class ServingBudget:
@@ -61,6 +73,7 @@ class ServingBudget:
     admission_and_pull_seconds: int = ADMISSION_AND_PULL_SECONDS
     probe_period_seconds: int = 30
     jetstream_load_seconds: int = JETSTREAM_LOAD_SECONDS
+    slice_check_run_seconds: int = SLICE_CHECK_RUN_SECONDS
 
     @property
     def startup_seconds(self) -> int:
@@ -92,6 +105,17 @@ class ServingBudget:
         """How long JetStream's smoke Job, started with its servers, waits for the first answer: the
         image pull (the admission half of that figure is slack here) and the server's startup."""
         return self.admission_and_pull_seconds + self.jetstream_startup_seconds
+
+
+    @property
+    def slice_check_init_seconds(self) -> int:
+        """The slice check's rendezvous wait: one image pull apart is how late a peer may start."""
+        return self.admission_and_pull_seconds
+
+    @property
+    def slice_check_deadline_seconds(self) -> int:
+        """The slice check's own wall-clock limit: the rendezvous, then the checks."""
+        return self.slice_check_init_seconds + self.slice_check_run_seconds
 
 
 BUDGET = ServingBudget()

@@ -18,6 +18,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
+from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
 from shared import network_policies, pod_security
 from shared.kubernetes_object import KubernetesObject
@@ -64,6 +65,10 @@ def jobset_body(check: SliceCheck, args: SlicingChecksArgs) -> dict[str, Any]:
             {"name": "DEVICES_PER_CHIP", "value": str(generation.devices_per_chip)},
             {"name": "CHIPS_PER_HOST", "value": str(chips_per_pod)},
             {"name": "PYTHONUNBUFFERED", "value": "1"},
+            # Peers start up to one image pull apart; the JobSet is not restarted (maxRestarts 0),
+            # so a rendezvous that times out is a real fault, reported once (domain/serving_budget.py).
+            {"name": "SLICE_INIT_TIMEOUT_SECONDS", "value": str(BUDGET.slice_check_init_seconds)},
+            {"name": "SLICE_DEADLINE_SECONDS", "value": str(BUDGET.slice_check_deadline_seconds)},
         ],
         "resources": {
             "requests": {"google.com/tpu": str(chips_per_pod)},

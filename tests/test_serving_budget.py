@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from domain.serving_budget import BUDGET, ServingBudget
+from domain.serving_budget import BUDGET, JAX_INIT_TIMEOUT_DEFAULT_SECONDS, ServingBudget
 from plan.engine import PlanResult
 from settings.loader import ConfigError
 from tests.conftest import config_with
@@ -74,3 +74,46 @@ def test_the_budget_sums_its_parts() -> None:
         probe_period_seconds=30,
     )
     assert (budget.startup_seconds, budget.startup_failures, budget.smoke_deadline_min_seconds) == (35, 2, 1135)
+
+
+@pytest.fixture(scope="module")
+def checks_plan() -> PlanResult:
+    from plan import engine
+    from tests.conftest import dev_raw, merged
+
+    raw, secrets = dev_raw()
+    both = {
+        "checks": {"subslicing": {"enabled": True}, "superslicing": {"enabled": True}},
+        "serving": {"backend": "none"},
+    }
+    return engine.run(merged(both, raw), stack="dev", secret_keys=secrets)
+
+
+@pytest.mark.parametrize("check", ["subslicing-check", "superslicing-check"])
+def test_a_slice_checks_rendezvous_outlasts_a_peer_that_pulls_its_image_late(
+    checks_plan: PlanResult, check: str
+) -> None:
+    from pods import slice_check
+
+    jobset = checks_plan.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", check).inputs
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    # The program in the pod reads the figures as the pod gives them (its own refusals included).
+    settings = slice_check.parse_settings([], env)
+    # JAX's own 300 s would fail a slice whose last host is still pulling the image.
+    assert settings.init_timeout_seconds > slice_check_default_init_seconds() == 300
+    assert settings.init_timeout_seconds >= BUDGET.admission_and_pull_seconds
+    assert settings.deadline_seconds >= settings.init_timeout_seconds + BUDGET.slice_check_run_seconds
+    # Not restarted: a rendezvous that times out is reported once, as the check's result.
+    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}
+
+
+def slice_check_default_init_seconds() -> int:
+    """JAX's default, as the pinned jax (requirements-dev.txt) declares it in its signature."""
+    import inspect
+
+    import jax
+
+    default = inspect.signature(jax.distributed.initialize).parameters["initialization_timeout"].default
+    assert default == JAX_INIT_TIMEOUT_DEFAULT_SECONDS, default
+    return int(default)
