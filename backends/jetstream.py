@@ -62,30 +62,37 @@ def deploy(base: Foundation) -> Served:
         depends_on=base.controllers.ready(),
         tpu_pools=[base.tpu_pools],
         identity_pool=[base.cluster.cluster],
-        smoke_test_job=SMOKE_JOB,
+        smoke_test_job=SMOKE_JOB if serving.smoke_test.enabled else None,
     )
     jetstream = Jetstream("jetstream", args)
     # The LeaderWorkerSet (or Deployment) skips pulumi's await: this Job is what proves the servers
     # answer, and a failed Job fails `pulumi up` with the program's last lines.
-    SmokeJob(
-        "smoke-test",
-        SmokeJobArgs(
-            provider=base.provider,
-            namespace=serving.namespace,
-            gateway_address=None,
-            base_url=service_url(args),
-            api=JETSTREAM_API,
-            model=serving.model.name,
-            image=versions.smoke_test_image,
-            deadline_seconds=BUDGET.jetstream_smoke_deadline_seconds,
-            # What the servers are; not the number of slices (a new group's leader joins the
-            # Service once its probes pass, and a scale-down leaves groups already tested), nor the
-            # other backends' images (a vLLM bump must not re-run this Job).
-            serving_spec=[
-                serving.model_dump(mode="json", include={"namespace", "model", "slice", "jetstream"}),
-                versions.model_dump(mode="json", include=set(TESTED_IMAGES)),
-            ],
-            depends_on=[jetstream],
-        ),
-    )
+    smoke = serving.smoke_test
+    if smoke.enabled:
+        SmokeJob(
+            "smoke-test",
+            SmokeJobArgs(
+                provider=base.provider,
+                namespace=serving.namespace,
+                gateway_address=None,
+                base_url=service_url(args),
+                api=JETSTREAM_API,
+                model=serving.model.name,
+                image=versions.smoke_test_image,
+                # A deadline the stack sets (at least the vLLM figure, settings) or JetStream's own.
+                deadline_seconds=smoke.deadline_seconds
+                if "deadline_seconds" in smoke.model_fields_set
+                else BUDGET.jetstream_smoke_deadline_seconds,
+                # What the servers are, and the run id that re-runs the test; not the number of
+                # slices (a new group's leader joins the Service once its probes pass, and a
+                # scale-down leaves groups already tested), nor the other backends' images (a vLLM
+                # bump must not re-run this Job).
+                serving_spec=[
+                    serving.model_dump(mode="json", include={"namespace", "model", "slice", "jetstream"}),
+                    versions.model_dump(mode="json", include=set(TESTED_IMAGES)),
+                    *([smoke.run_id] if smoke.run_id else []),
+                ],
+                depends_on=[jetstream],
+            ),
+        )
     return Served(outputs={"jetstreamAddress": jetstream.address}, monitored_after=[jetstream.namespace])

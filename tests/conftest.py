@@ -13,7 +13,6 @@ import pytest
 from plan import engine
 from settings.loader import load
 from settings.model import StackConfig
-from tests.control_plane import PLANE_GROUPS
 
 DevRunner = Callable[..., engine.PlanResult]
 
@@ -26,8 +25,6 @@ GO_HARNESSES = frozenset(
     f"tests.{name}"
     for name in ("engine", "controllers", "charts", "chart_mirror", "installed_controllers", "operations")
 )
-
-PLANE_ARGS = frozenset((group,) for group in PLANE_GROUPS)
 
 
 def _uses_go_built(module: object) -> bool:
@@ -49,7 +46,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = getattr(item, "module", None)
         if module not in verdicts:
             verdicts[module] = module is not None and _uses_go_built(module)
-        grouped = any(mark.args[:1] in PLANE_ARGS for mark in item.iter_markers("xdist_group"))
+        grouped = any(mark.args[:1] == ("control-plane",) for mark in item.iter_markers("xdist_group"))
         if verdicts[module] or grouped:
             item.add_marker(pytest.mark.go_built)
 

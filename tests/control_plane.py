@@ -51,14 +51,10 @@ from settings.loader import load
 from settings.model import StackConfig
 
 CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
-# Every test module that starts a plane carries one of these xdist groups (`--dist loadgroup` in
-# the Makefile's test command): each group runs on one worker, one plane at a time, so at most two
-# planes run at once, one per worker. A plane leaves about half of a CPU idle while it waits
-# (README "CI and delivery"), which the second plane uses; the waits are conditions, never times.
-# The modules are split between the groups by their measured cost, about even.
+# Every test module that starts a plane carries this xdist group, so one test worker runs them
+# all, one plane at a time (`--dist loadgroup` in the Makefile's test command): two planes with
+# their controllers on 2 CPUs starve each other, and a controller's informers then time out.
 XDIST_GROUP = "control-plane"
-XDIST_GROUP_2 = "control-plane-2"
-PLANE_GROUPS = (XDIST_GROUP, XDIST_GROUP_2)
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # Only nodes with this annotation are kwok's (`--manage-nodes-with-annotation-selector`); the value
 # is the one kwok's own docs and kwokctl use.

@@ -29,7 +29,7 @@ from tests.test_admission_oracle import (
 )
 from tests.test_admission_oracle import _stack_raw as stack_raw
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP_2)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
 # The committed stacks Kueue queues (the TPU7x cube platform); the slice backends have no Kueue.
 KUEUE_STACKS = ("dev", "dev-b")

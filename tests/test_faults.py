@@ -52,7 +52,7 @@ from tests.standins import gke_addons, slice_webhook, smoke_pod
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, _key, _kubernetes_resources, plane_env
 from workloads.smoke_job import JOB_NAME
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP_2)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 # The project name in the file backend's layout (.pulumi/stacks/<project>/<stack>.json).
 PROJECT_NAME = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
 FAULT_TIMEOUT = 600.0  # the most any one faulted or recovering run may take before the test kills it

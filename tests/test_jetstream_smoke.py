@@ -139,6 +139,7 @@ def test_no_smoke_job_means_no_allowance() -> None:
             True,
         ),
         ({"serving": {"jetstream": {"maxTargetLength": 4096}}}, True),
+        ({"serving": {"smokeTest": {"runId": "again-1"}}}, True),  # the README's way to re-run it
         ({"serving": {"slices": 1}}, False),  # capacity only
         ({"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.1"}}, False),  # another backend's image
     ],
@@ -150,12 +151,23 @@ def test_the_job_reruns_when_what_it_tests_changes(jetstream: PlanResult, change
     if "serving" in change:
         serving = _serving("jetstream-v5e")
         for key, value in change["serving"].items():
-            serving[key] = {**serving[key], **value} if isinstance(value, dict) else value
+            serving[key] = {**serving.get(key, {}), **value} if isinstance(value, dict) else value
         overrides["serving"] = serving
     after = run("jetstream-v5e", overrides).one(JOB)
     before = jetstream.one(JOB)
     changed = before.get("metadata.annotations")[FINGERPRINT] != after.get("metadata.annotations")[FINGERPRINT]
     assert changed is reruns
+
+
+def test_serving_smoke_test_turns_the_job_off_or_sets_its_deadline() -> None:
+    serving = _serving("jetstream-v5e")
+    off = run("jetstream-v5e", {"serving": {**serving, "smokeTest": {"enabled": False}}})
+    assert off.of_type(JOB) == []
+    names = [p.get("metadata.name") for p in off.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")]
+    assert not any("smoke" in n for n in names), names
+    longer = BUDGET.smoke_deadline_min_seconds + 600
+    job = run("jetstream-v5e", {"serving": {**serving, "smokeTest": {"deadlineSeconds": longer}}}).one(JOB)
+    assert _env(job)["SMOKE_DEADLINE_SECONDS"] == str(longer)
 
 
 def test_every_image_the_fingerprint_reads_is_a_pin() -> None:

@@ -26,7 +26,7 @@ from tests import control_plane as cp
 from tests import controllers
 from tests.standins import gke_addons
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP_2)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
 STACKS = sorted(stacks.stack_files())
 
