@@ -106,7 +106,6 @@ class ServingBudget:
         image pull (the admission half of that figure is slack here) and the server's startup."""
         return self.admission_and_pull_seconds + self.jetstream_startup_seconds
 
-
     @property
     def slice_check_init_seconds(self) -> int:
         """The slice check's rendezvous wait: one image pull apart is how late a peer may start."""
