@@ -44,13 +44,14 @@ from typing import Any
 import pytest
 import yaml
 
+from settings.model import Backend
 from tests import control_plane as cp
 from tests import controllers as ctl
 from tests import operations
 from tests.engine import ROOT, Engine, Workspace, readme_stack
 from tests.standins import gke_addons, slice_webhook, smoke_pod
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, _key, _kubernetes_resources, plane_env
-from workloads.smoke_job import JOB_NAME
+from workloads.smoke_job import JETSTREAM_API, JOB_NAME, OPENAI_API
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 # The project name in the file backend's layout (.pulumi/stacks/<project>/<stack>.json).
@@ -332,7 +333,7 @@ def _run(engine: Engine, base: Path, stack: str, faults: Faults) -> Scenario:
         balancers = gke_addons.LoadBalancers(plane)
         webhook = slice_webhook.SliceWebhook(plane, generation)
         # The front the smoke Job talks to: jetstream-http on JetStream, vLLM's OpenAI API elsewhere.
-        api = "jetstream" if config.serving.backend == "jetstream" else "openai"
+        api = JETSTREAM_API if config.serving.backend == Backend.JETSTREAM else OPENAI_API
         smoke = smoke_pod.SmokePods(plane, namespace, JOB_NAME, api=api)
         for poller in (balancers, webhook, smoke):
             poller.start()

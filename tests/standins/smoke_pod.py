@@ -38,6 +38,7 @@ from typing import Any
 
 from tests import control_plane as cp
 from tests.standins.poller import JsonHandler, ServingPoller
+from workloads.smoke_job import JETSTREAM_API, OPENAI_API
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller's label on its pods
 LOG_LINES = 80  # pkg/kubelet/container/runtime.go MaxContainerTerminationMessageLogLines
@@ -65,7 +66,8 @@ class _RefusedRequest(JsonHandler):
         self.send_json(422, {"detail": [missing]})
 
 
-FRONTS: dict[str, type[JsonHandler]] = {"openai": _WrongModel, "jetstream": _RefusedRequest}
+# The front each smoke-test API talks to (workloads/smoke_job.py names them as the script does).
+FRONTS: dict[str, type[JsonHandler]] = {OPENAI_API: _WrongModel, JETSTREAM_API: _RefusedRequest}
 
 
 def termination_message(log: str, policy: str | None, exit_code: int) -> str:
@@ -81,7 +83,7 @@ class SmokePods(ServingPoller):
 
     name = "smoke-pod-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = "openai") -> None:
+    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = OPENAI_API) -> None:
         super().__init__(plane, interval=0.3)
         self.namespace, self.job = namespace, job
         self.failing = False

@@ -17,6 +17,10 @@ def _clock(seconds: float) -> str:
     return f"{minutes:3d} min {rest:02d} s"
 
 
+def _status(status: str) -> str:
+    return "ok" if status == "0" else f"exit {status}"
+
+
 def main(path: str) -> int:
     file = Path(path)
     if not file.exists():
@@ -32,10 +36,10 @@ def main(path: str) -> int:
     print()
     print("phase".ljust(width), "wall".rjust(11), "status", sep="  ")
     for name, seconds, status in phases:
-        print(name.ljust(width), _clock(seconds), "ok" if status == "0" else f"exit {status}", sep="  ")
+        print(name.ljust(width), _clock(seconds), _status(status), sep="  ")
     print("total".ljust(width), _clock(sum(s for _, s, _ in phases)), sep="  ")
     for name, seconds, status in beside:
-        print(name.ljust(width), _clock(seconds), "ok" if status == "0" else f"exit {status}", sep="  ")
+        print(name.ljust(width), _clock(seconds), _status(status), sep="  ")
     if groups:
         print("\nwithin pytest (summed test durations per worker group; groups run side by side):")
         for name, seconds, _ in groups:
