@@ -1,13 +1,8 @@
 """Tests for pods/saxml_publish.py.
 
 The parsers are tested as pure functions. The flow runs against a real HTTP
-server on 127.0.0.1 (``FakeSax``) that follows the sax-http contract of the
-Saxml reference §2, in either server generation:
-
-* Gen-2 (FastAPI): errors are HTTP 500 ``{"detail": text}``, schema errors 422,
-  ``/publish`` echoes ``model_path``, unknown paths 404.
-* Gen-1 (``http.server``): errors are HTTP 400 ``{"Error": text}``, exact key
-  sets enforced, ``/publish`` echoes ``path``, unknown paths ``{"message": "Invalid Request"}``.
+server on 127.0.0.1, the sax-http stand-in (tests/standins/sax_http.py), in
+either server generation.
 
 In-process runs use a fake clock whose ``sleep`` only advances time, so long
 deadlines cost nothing; a few runs use a real subprocess and real time.
@@ -26,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +31,7 @@ from hypothesis import strategies as st
 
 from pods import saxml_publish as sp
 from tests.control_plane import free_port  # outside the kernel's ephemeral range
+from tests.standins.sax_http import SaxHttp, handler_for
 
 SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "saxml_publish.py"
 
@@ -60,176 +56,14 @@ _PROGRAM_ENV = (
 # ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class Recorded:
-    method: str
-    path: str
-    body: Any  # decoded JSON, or the raw text if it was not JSON
-    content_type: str | None
-
-
-@dataclasses.dataclass
-class PublishedModel:
-    model_path: str
-    checkpoint: str
-    replicas: int
-    polls_until_active: int = 0
-    max_active: int | None = None  # None: all replicas become active
-
-    def active(self) -> int:
-        if self.polls_until_active > 0:
-            return 0
-        return self.replicas if self.max_active is None else min(self.replicas, self.max_active)
-
-
-class FakeSax:
-    """State and behaviour of one sax-http server of generation 1 or 2."""
-
-    def __init__(self, gen: int) -> None:
-        assert gen in (1, 2)
-        self.gen = gen
-        self.lock = threading.Lock()
-        self.models: dict[str, PublishedModel] = {}
-        self.requests: list[Recorded] = []
-        # Script for the next publishes: the number of /listcell answers with 0
-        # active replicas before they become active, and an optional cap.
-        self.activate_after = 0
-        self.max_active: int | None = None
-        # (status, message) answered instead of doing the work, first in first out.
-        self.publish_errors: list[tuple[int, str]] = []
-        self.listcell_errors: list[tuple[int, str]] = []
-        # Publish succeeds but does not store the model (a "lost" model).
-        self.forget_after_publish = False
-        self.url = ""
-
-    # -- helpers for tests ---------------------------------------------------
-
-    def preload(self, model_path: str = MODEL_PATH, checkpoint: str = CHECKPOINT, replicas: int = 2, **kw: Any) -> None:
-        self.models[KEY] = PublishedModel(model_path, checkpoint, replicas, **kw)
-
-    def calls(self, method: str, path: str) -> list[Recorded]:
-        return [r for r in self.requests if r.method == method and r.path == path]
-
-    # -- HTTP ------------------------------------------------------------------
-
-    def error(self, status: int, message: str) -> tuple[int, Any]:
-        if self.gen == 1:
-            return 400, {"Error": message}
-        return status, {"detail": message}
-
-    def schema_error(self, field: str, message: str) -> tuple[int, Any]:
-        if self.gen == 1:
-            return 400, {"Error": message}
-        return 422, {"detail": [{"loc": ["body", field], "msg": message, "type": "value_error"}]}
-
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        with self.lock:
-            if (method, path) == ("GET", "/"):
-                return 200, {"message": "HTTP Server for SAX Client"}
-            if (method, path) == ("GET", "/listcell"):
-                return self.listcell(body)
-            if (method, path) == ("POST", "/publish"):
-                return self.publish(body)
-            if (method, path) == ("PUT", "/update"):
-                return self.update(body)
-            if self.gen == 1:
-                return 400, {"message": "Invalid Request"}
-            return 404, {"detail": "Not Found"}
-
-    def listcell(self, body: Any) -> tuple[int, Any]:
-        if not isinstance(body, dict) or "model" not in body:
-            return self.schema_error("model", "field required")
-        if self.gen == 1 and set(body) != {"model"}:
-            return self.schema_error("model", "exactly 1 key allowed")
-        if self.listcell_errors:
-            return self.error(*self.listcell_errors.pop(0))
-        key = body["model"]
-        model = self.models.get(key)
-        if model is None:
-            return self.error(500, f"NOT_FOUND: model {key} not found")
-        answer = {
-            "model": key,
-            "model_path": model.model_path,
-            "checkpoint": model.checkpoint,
-            "max_replicas": model.replicas,
-            "active_replicas": model.active(),
-        }
-        model.polls_until_active = max(0, model.polls_until_active - 1)
-        return 200, answer
-
-    def publish(self, body: Any) -> tuple[int, Any]:
-        fields = ("model", "model_path", "checkpoint", "replicas")
-        if not isinstance(body, dict) or any(f not in body for f in fields):
-            return self.schema_error("model", "field required")
-        if self.gen == 1 and set(body) != set(fields):
-            return self.schema_error("model", "exactly 4 keys allowed")
-        if self.gen == 2 and (not isinstance(body["replicas"], int) or isinstance(body["replicas"], bool)):
-            return self.schema_error("replicas", "value is not a valid integer")
-        if self.publish_errors:
-            return self.error(*self.publish_errors.pop(0))
-        key = body["model"]
-        if key in self.models:
-            return self.error(500, f"ALREADY_EXISTS: model {key} already exists")
-        replicas = int(body["replicas"])  # Gen-1 coerces with int()
-        if not self.forget_after_publish:
-            self.models[key] = PublishedModel(
-                body["model_path"], body["checkpoint"], replicas, self.activate_after, self.max_active
-            )
-        path_key = "path" if self.gen == 1 else "model_path"
-        return 200, {"model": key, path_key: body["model_path"], "checkpoint": body["checkpoint"], "replicas": replicas}
-
-    def update(self, body: Any) -> tuple[int, Any]:
-        """`PUT /update`: the publish body, for a model that exists (§2 table, /update row)."""
-        fields = ("model", "model_path", "checkpoint", "replicas")
-        if not isinstance(body, dict) or any(f not in body for f in fields):
-            return self.schema_error("model", "field required")
-        model = self.models.get(body["model"])
-        if model is None:
-            return self.error(500, f"NOT_FOUND: model {body['model']} not found")
-        model.replicas = int(body["replicas"])
-        path_key = "path" if self.gen == 1 else "model_path"
-        return 200, {"model": body["model"], path_key: body["model_path"], "checkpoint": body["checkpoint"]} | {
-            "replicas": model.replicas
-        }
-
-
-def _handler_for(fake: FakeSax) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", errors="replace")
-            with fake.lock:
-                fake.requests.append(Recorded(self.command, self.path, body, self.headers.get("Content-Type")))
-            status, payload = fake.handle(self.command, self.path, body)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = _serve  # noqa: N815 (http.server's naming)
-        do_POST = _serve  # noqa: N815
-        do_PUT = _serve  # noqa: N815
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler
-
-
 class ServerControl:
-    """Start/stop a FakeSax on a given or ephemeral port."""
+    """Start/stop a SaxHttp on a given or ephemeral port."""
 
     def __init__(self) -> None:
         self.servers: list[ThreadingHTTPServer] = []
 
-    def start(self, fake: FakeSax, port: int = 0) -> FakeSax:
-        server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(fake))
+    def start(self, fake: SaxHttp, port: int = 0) -> SaxHttp:
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler_for(fake))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.servers.append(server)
@@ -250,19 +84,19 @@ def servers() -> Iterator[ServerControl]:
 
 
 @pytest.fixture(params=[2, 1], ids=["gen2", "gen1"])
-def sax(request: pytest.FixtureRequest, servers: ServerControl) -> FakeSax:
+def sax(request: pytest.FixtureRequest, servers: ServerControl) -> SaxHttp:
     """A running server of each generation (tests using it run twice)."""
-    return servers.start(FakeSax(request.param))
+    return servers.start(SaxHttp(request.param))
 
 
 @pytest.fixture()
-def sax2(servers: ServerControl) -> FakeSax:
-    return servers.start(FakeSax(2))
+def sax2(servers: ServerControl) -> SaxHttp:
+    return servers.start(SaxHttp(2))
 
 
 @pytest.fixture()
-def sax1(servers: ServerControl) -> FakeSax:
-    return servers.start(FakeSax(1))
+def sax1(servers: ServerControl) -> SaxHttp:
+    return servers.start(SaxHttp(1))
 
 
 # ---------------------------------------------------------------------------
@@ -600,7 +434,7 @@ def test_bad_args_exit_2_with_one_json_line() -> None:
 # ---------------------------------------------------------------------------
 
 
-def test_fresh_publish_then_replicas_become_active(sax: FakeSax) -> None:
+def test_fresh_publish_then_replicas_become_active(sax: SaxHttp) -> None:
     sax.activate_after = 3
     run = run_main(args_for(sax.url))
 
@@ -628,8 +462,8 @@ def test_fresh_publish_then_replicas_become_active(sax: FakeSax) -> None:
     assert run.clock.sleeps == [15.0, 15.0, 15.0]
 
 
-def test_already_published_with_same_settings_is_not_republished(sax: FakeSax) -> None:
-    sax.preload()
+def test_already_published_with_same_settings_is_not_republished(sax: SaxHttp) -> None:
+    sax.preload(KEY, MODEL_PATH, CHECKPOINT)
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_OK
     assert run.summary["action"] == "already-published"
@@ -638,8 +472,8 @@ def test_already_published_with_same_settings_is_not_republished(sax: FakeSax) -
     assert run.clock.sleeps == []
 
 
-def test_already_published_but_still_loading_waits_without_publishing(sax: FakeSax) -> None:
-    sax.preload(polls_until_active=2)
+def test_already_published_but_still_loading_waits_without_publishing(sax: SaxHttp) -> None:
+    sax.preload(KEY, MODEL_PATH, CHECKPOINT, polls_until_active=2)
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_OK
     assert run.summary["action"] == "already-published"
@@ -655,9 +489,9 @@ def test_already_published_but_still_loading_waits_without_publishing(sax: FakeS
     ],
 )
 def test_published_with_other_settings_fails_and_asks_to_unpublish(
-    sax: FakeSax, preload: dict[str, Any], field: str
+    sax: SaxHttp, preload: dict[str, Any], field: str
 ) -> None:
-    sax.preload(**preload)
+    sax.preload(KEY, **{"model_path": MODEL_PATH, "checkpoint": CHECKPOINT, **preload})
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_FAILED
     assert run.summary["action"] == "failed"
@@ -667,8 +501,8 @@ def test_published_with_other_settings_fails_and_asks_to_unpublish(
 
 
 @pytest.mark.parametrize("published", [1, 3])
-def test_a_changed_slice_count_updates_the_replicas_in_place(sax: FakeSax, published: int) -> None:
-    sax.preload(replicas=published)
+def test_a_changed_slice_count_updates_the_replicas_in_place(sax: SaxHttp, published: int) -> None:
+    sax.preload(KEY, MODEL_PATH, CHECKPOINT, replicas=published)
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_OK, run.summary
     assert run.summary["action"] == "updated"
@@ -677,15 +511,15 @@ def test_a_changed_slice_count_updates_the_replicas_in_place(sax: FakeSax, publi
     assert [r.body for r in sax.calls("PUT", "/update")] == [expected_publish()]
 
 
-def test_replicas_and_model_path_both_changed_still_asks_to_unpublish(sax: FakeSax) -> None:
-    sax.preload(replicas=1, model_path="saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd2BTest")
+def test_replicas_and_model_path_both_changed_still_asks_to_unpublish(sax: SaxHttp) -> None:
+    sax.preload(KEY, "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd2BTest", CHECKPOINT, replicas=1)
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_FAILED
     assert "Unpublish it first" in run.summary["error"]
     assert sax.calls("PUT", "/update") == []
 
 
-def test_never_active_fails_after_deadline_naming_requested_and_active(sax: FakeSax) -> None:
+def test_never_active_fails_after_deadline_naming_requested_and_active(sax: SaxHttp) -> None:
     sax.max_active = 1
     run = run_main(args_for(sax.url, deadline_seconds="100"))
     assert run.code == sp.EXIT_FAILED
@@ -701,7 +535,7 @@ def test_never_active_fails_after_deadline_naming_requested_and_active(sax: Fake
     assert len(sax.calls("POST", "/publish")) == 1
 
 
-def test_publish_5xx_is_retried_then_succeeds(sax2: FakeSax) -> None:
+def test_publish_5xx_is_retried_then_succeeds(sax2: SaxHttp) -> None:
     sax2.publish_errors = [(500, "UNAVAILABLE: admin server restarting"), (503, "try later")]
     run = run_main(args_for(sax2.url))
     assert run.code == sp.EXIT_OK, run.summary
@@ -713,7 +547,7 @@ def test_publish_5xx_is_retried_then_succeeds(sax2: FakeSax) -> None:
     assert run.clock.sleeps[:2] == [0.5, 1.0]  # backoff
 
 
-def test_publish_4xx_fails_immediately_with_server_message(sax1: FakeSax) -> None:
+def test_publish_4xx_fails_immediately_with_server_message(sax1: SaxHttp) -> None:
     sax1.publish_errors = [(400, "ValueError: invalid model path saxml.nope")]
     run = run_main(args_for(sax1.url))
     assert run.code == sp.EXIT_FAILED
@@ -723,18 +557,18 @@ def test_publish_4xx_fails_immediately_with_server_message(sax1: FakeSax) -> Non
     assert run.clock.sleeps == []
 
 
-def test_publish_race_already_exists_ends_as_already_published(sax: FakeSax) -> None:
+def test_publish_race_already_exists_ends_as_already_published(sax: SaxHttp) -> None:
     # Someone publishes between our /listcell and our /publish.
     sax.publish_errors = [(500, f"ALREADY_EXISTS: model {KEY} already exists")]
     sax.listcell_errors = [(500, f"NOT_FOUND: model {KEY} not found")]
-    sax.preload()
+    sax.preload(KEY, MODEL_PATH, CHECKPOINT)
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_OK, run.summary
     assert run.summary["action"] == "already-published"
     assert len(sax.calls("POST", "/publish")) == 1
 
 
-def test_listcell_errors_while_admin_starts_are_retried(sax: FakeSax) -> None:
+def test_listcell_errors_while_admin_starts_are_retried(sax: SaxHttp) -> None:
     sax.listcell_errors = [(500, "UNAVAILABLE: failed to locate the admin server")] * 3
     run = run_main(args_for(sax.url))
     assert run.code == sp.EXIT_OK, run.summary
@@ -744,7 +578,7 @@ def test_listcell_errors_while_admin_starts_are_retried(sax: FakeSax) -> None:
 
 def test_connection_refused_at_first(servers: ServerControl) -> None:
     port = free_port()
-    fake = FakeSax(2)
+    fake = SaxHttp(2)
     clock = FakeClock()
 
     def start_on_third_sleep() -> None:
@@ -768,7 +602,7 @@ def test_unreachable_server_fails_at_deadline_with_last_error() -> None:
     assert run.summary["seconds"] == 30.0
 
 
-def test_model_unpublished_while_waiting_fails(sax: FakeSax) -> None:
+def test_model_unpublished_while_waiting_fails(sax: SaxHttp) -> None:
     sax.activate_after = 5
     clock = FakeClock()
 
@@ -782,14 +616,14 @@ def test_model_unpublished_while_waiting_fails(sax: FakeSax) -> None:
     assert "disappeared while waiting" in run.summary["error"]
 
 
-def test_wrong_endpoint_fails_fast(sax: FakeSax) -> None:
+def test_wrong_endpoint_fails_fast(sax: SaxHttp) -> None:
     run = run_main(args_for(sax.url + "/not-sax"))
     assert run.code == sp.EXIT_FAILED
     assert "--http-url" in run.summary["error"]
     assert run.clock.sleeps == []
 
 
-def test_settings_from_env_drive_a_run(sax: FakeSax) -> None:
+def test_settings_from_env_drive_a_run(sax: SaxHttp) -> None:
     env = {**FULL_ENV, "SAX_HTTP_URL": sax.url, "SAX_REPLICAS": "1"}
     run = run_main(["--poll-seconds", "1"], env=env)
     assert run.code == sp.EXIT_OK
@@ -815,7 +649,7 @@ def run_script(argv: list[str], env: dict[str, str] | None = None) -> tuple[int,
     return proc.returncode, one_json_line(proc.stdout), proc.stderr
 
 
-def test_subprocess_fresh_publish(sax1: FakeSax) -> None:
+def test_subprocess_fresh_publish(sax1: SaxHttp) -> None:
     sax1.activate_after = 2
     argv = args_for(sax1.url, poll_seconds="0.05", deadline_seconds="20")
     # A proxy must be ignored: proxies drop GET bodies (reference §7 gotcha 4).
@@ -828,7 +662,7 @@ def test_subprocess_fresh_publish(sax1: FakeSax) -> None:
     assert "publish accepted" in stderr
 
 
-def test_subprocess_never_active_exits_1(sax2: FakeSax) -> None:
+def test_subprocess_never_active_exits_1(sax2: SaxHttp) -> None:
     sax2.max_active = 0
     env = {"SAX_PUBLISH_DEADLINE_SECONDS": "0.5"}
     code, summary, _ = run_script(args_for(sax2.url, poll_seconds="0.05"), env)
@@ -838,7 +672,7 @@ def test_subprocess_never_active_exits_1(sax2: FakeSax) -> None:
     assert 0.5 <= summary["seconds"] < 5
 
 
-def test_subprocess_sigterm_still_reports(sax2: FakeSax) -> None:
+def test_subprocess_sigterm_still_reports(sax2: SaxHttp) -> None:
     sax2.max_active = 0
     clean = {k: v for k, v in os.environ.items() if k not in _PROGRAM_ENV}
     argv = args_for(sax2.url, poll_seconds="0.05", deadline_seconds="60")

@@ -85,7 +85,10 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
     assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
     for part in ("leaderTemplate", "workerTemplate"):
         pod = template[part]
-        assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": "2x2x2"}
+        assert pod["metadata"]["annotations"] == {
+            "cloud.google.com/gke-tpu-slice-topology": "2x2x2",
+            "cloud.google.com/skip-tpu-webhook-check": "true",
+        }
         assert pod["spec"]["serviceAccountName"] == "vllm-model-server"
         assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
         container = pod["spec"]["containers"][0]
@@ -412,3 +415,52 @@ def test_a_version_bump_of_the_inference_extension_is_an_update(run_dev: DevRunn
     assert old.urn == new.urn  # the same resource, its script changed: the engine plans an update
     assert old.get("create") != new.get("create")
     assert new.get("triggers") is None and new.get("delete") is None and not new.delete_before_replace
+
+
+def _pod_templates(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, template) of every pod template in a workload body."""
+    spec = body.get("spec") or {}
+    if "leaderWorkerTemplate" in spec:
+        lwt = spec["leaderWorkerTemplate"]
+        return [(part, lwt[part]) for part in ("leaderTemplate", "workerTemplate") if part in lwt]
+    if "replicatedJobs" in spec:
+        return [(job["name"], job["template"]["spec"]["template"]) for job in spec["replicatedJobs"]]
+    if "template" in spec:
+        return [("template", spec["template"])]
+    return []
+
+
+@pytest.mark.parametrize("stack", ["dev", "dev-b", "saxml-v5e", "jetstream-v5e"])
+def test_the_tpu_webhook_is_skipped_exactly_on_dynamic_slice_leaderworkersets(stack: str) -> None:
+    """GKE's TPU admission webhook wants a static gke-tpu-topology nodeSelector; a dynamic-slice
+    LWS (queued, tpu7x, gke-tpu-slice-topology) has none and skips it on both templates, as the slice
+    controller's LWS webhook and llm-d's recipes do (workloads/vllm_pd.py); JobSets and static slices
+    keep it, as upstream's Job/JobSet webhooks leave them."""
+    from plan import engine
+
+    skip = "cloud.google.com/skip-tpu-webhook-check"
+    checked = 0
+    for resource in engine.run_stack(stack).resources:
+        body = resource.inputs
+        kind = str(resource.type).rsplit(":", 1)[-1]
+        queued = "kueue.x-k8s.io/queue-name" in ((body.get("metadata") or {}).get("labels") or {})
+        for where, template in _pod_templates(body):
+            spec = template.get("spec") or {}
+            if not any(
+                "google.com/tpu" in ((c.get("resources") or {}).get("limits") or {})
+                for c in spec.get("containers") or []
+            ):
+                continue
+            checked += 1
+            annotations = (template.get("metadata") or {}).get("annotations") or {}
+            selector = spec.get("nodeSelector") or {}
+            dynamic = "cloud.google.com/gke-tpu-slice-topology" in annotations
+            expected = (
+                kind == "LeaderWorkerSet"
+                and queued
+                and dynamic
+                and selector.get("cloud.google.com/gke-tpu-accelerator") == "tpu7x"
+            )
+            assert (annotations.get(skip) == "true") is expected, (stack, resource.name, where)
+            assert skip not in annotations or "cloud.google.com/gke-tpu-topology" not in selector
+    assert checked, f"{stack} has no TPU pod template"

@@ -28,6 +28,7 @@ from workloads.vllm_command import VllmServe
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 SIDECAR_RESOURCES = {"cpu": "1", "memory": "1Gi"}
 HF_SECRET = "hf-token"
+SKIP_TPU_WEBHOOK = "cloud.google.com/skip-tpu-webhook-check"
 
 # The leader's startup probe outlasts its own script: Ray's wait for the workers, then the
 # engine's (domain/serving_budget.py).
@@ -240,7 +241,13 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
         ROLE_LABEL: role,
         "inference.networking.k8s.io/engine-type": "vllm",
     }
-    annotations = {"cloud.google.com/gke-tpu-slice-topology": plan.topology}
+    # A dynamic-slice pod has no static gke-tpu-topology nodeSelector, which GKE's TPU admission
+    # webhook otherwise requires: the slice controller's own LWS webhook adds the skip annotation on
+    # create (AI-Hypercomputer/xpk slice/internal/webhooks/leaderworkerset_webhook.go, PR #1173) and
+    # llm-d's TPU7x dynamic-slice LWS carry it on both templates (guides/optimized-baseline/modelserver/
+    # tpu/v7-dynamic-slice/vllm/2x2x2/lws.yaml). Declared here so it never depends on a create-only
+    # webhook; JobSets (the slicing checks) stay without it, as upstream's Job/JobSet webhooks leave them.
+    annotations = {"cloud.google.com/gke-tpu-slice-topology": plan.topology, SKIP_TPU_WEBHOOK: "true"}
 
     leader = _container(args, "vllm-leader", vllm_command.leader_script(plan.serve), chips)
     port = plan.serve.port

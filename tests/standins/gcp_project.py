@@ -38,7 +38,8 @@ Rules (each table names its source):
     created and its VMs stay unprovisioned: `unprovisioned`).
     TPU_CHIPS_PER_VM and the TPU constants: the facts the pool rules compare.
 
-What it does not model: IAM permissions, quotas, propagation delays (an API enabled a moment ago
+What it does not model: IAM permissions (it remembers IAM members; gcp_access.py judges a pod's
+Cloud Storage access with them), quotas, propagation delays (an API enabled a moment ago
 can still answer SERVICE_DISABLED), org policies, field validation, and the consumer project of
 the credentials (it treats every call as billed to this project). The provider's Read of a
 gcp:projects/service:Service also calls Cloud Resource Manager's projects.get
@@ -425,6 +426,11 @@ def _account_email(p: Project, i: Mapping[str, Any]) -> str:
     return f"{i.get('accountId')}@{project}.iam.gserviceaccount.com"
 
 
+def _member_identity(resource: str, i: Mapping[str, Any]) -> str:
+    condition = (i.get("condition") or {}).get("title")
+    return " ".join(str(part) for part in (resource, i.get("role"), i.get("member"), condition) if part)
+
+
 IDENTITY: dict[str, Identity] = {
     CLUSTER: _cluster_identity,
     NODE_POOL: _pool_identity,
@@ -440,12 +446,19 @@ IDENTITY: dict[str, Identity] = {
     BUCKET: lambda p, i: f"b/{i.get('name')}",  # global namespace
     SERVICE: lambda p, i: f"projects/{_project(i, p.project_id)}/services/{i.get('service')}",
     PREVIEW_FEATURE: lambda p, i: f"projects/{_project(i, p.project_id)}/global/previewFeatures/{i.get('name')}",
-    # Dashboards get a server-side id; IAM members are idempotent writes.
+    # An IAM member is one (role, member, condition) of its resource's policy (the provider's id:
+    # google-beta/tpgiamresource/resource_iam_member.go, `<resource> <role> <member>[ <condition title>]`);
+    # the access judge (tests/standins/gcp_access.py) reads them back.
+    BUCKET_IAM_MEMBER: lambda p, i: _member_identity(f"b/{_last(i.get('bucket'))}", i),
+    ACCOUNT_IAM_MEMBER: lambda p, i: _member_identity(str(i.get("serviceAccountId")), i),
+    PROJECT_IAM_MEMBER: lambda p, i: _member_identity(f"projects/{_project(i, p.project_id)}", i),
+    # Dashboards get a server-side id.
 }
 # Creates whose identity may already exist without a 409 (enabling an enabled API succeeds:
 # resource_google_project_service.go checks the enabled list first; a preview feature is a
-# project-wide switch the provider updates, and its delete leaves it on: infra/apis.py).
-IDEMPOTENT = frozenset({SERVICE, PREVIEW_FEATURE})
+# project-wide switch the provider updates, and its delete leaves it on: infra/apis.py; an IAM member
+# is a read-modify-write of its resource's policy, resource_iam_member.go).
+IDEMPOTENT = frozenset({SERVICE, PREVIEW_FEATURE, PROJECT_IAM_MEMBER, ACCOUNT_IAM_MEMBER, BUCKET_IAM_MEMBER})
 
 # The provider's own prefix on errors, where an issue shows it (same sources as already-exists).
 PROVIDER_PREFIX: dict[str, str] = {

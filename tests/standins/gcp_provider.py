@@ -22,7 +22,8 @@ Google Cloud cannot be reached from here. This stand-in plays both, from upstrea
 The project lives in the JSON file `PROJECT_ENV` names (the engine starts this plugin anew for
 every command); without it, an in-memory project that starts bare for each command.
 
-What it still cannot show: IAM permissions and org policies, quotas and stockouts, the time an
+What it still cannot show: IAM permissions (beyond what a pod may do in Cloud Storage: gcp_access.py) and
+org policies, quotas and stockouts, the time an
 API takes to become usable after it is enabled, every server-side default and normalisation the
 tables do not list, the ~10 minutes a cluster takes (the engine's ordering, not timing, is what
 the dependency tests judge), and anything the TPU runtime does. The README lists these under

@@ -78,20 +78,20 @@ def termination_message(log: str, policy: str | None, exit_code: int) -> str:
     return tail[-LOG_BYTES:].decode(errors="replace")
 
 
-class SmokePods(ServingPoller):
-    """Ends each running pod of the Job `job` in `namespace`: passes it, or runs it against a wrong gateway."""
+class JobPods(ServingPoller):
+    """The kubelet's part for the pods of the Job `job` in `namespace`: each running pod is ended once,
+    with the exit code and log `outcome` gives (a subclass runs the pod's script, or does not)."""
 
-    name = "smoke-pod-stand-in"
-
-    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = OPENAI_API) -> None:
+    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str) -> None:
         super().__init__(plane, interval=0.3)
         self.namespace, self.job = namespace, job
-        self.failing = False
         self.hold = False  # leave running pods running (an `up` waiting on the Job)
-        self.ended: list[tuple[str, int, str]] = []  # (pod, exit code, message)
+        self.ended: list[tuple[str, int, str]] = []  # (pod, exit code, log)
         self._done: set[str] = set()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FRONTS[api])
-        self._dir = Path(tempfile.mkdtemp(prefix="smoke-pod-", dir=plane.workdir))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=plane.workdir))
+
+    def outcome(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
+        raise NotImplementedError
 
     def reconcile(self) -> None:
         if self.hold:
@@ -106,13 +106,17 @@ class SmokePods(ServingPoller):
             if uid in self._done or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
             container = pod["spec"]["containers"][0]
-            code, log = self._execute(pod, container) if self.failing else (0, "")
+            code, log = self.outcome(pod, container)
             message = termination_message(log, container.get("terminationMessagePolicy"), code)
-            self._end(pod, container, code, message)
+            end_pod(self.plane, self.namespace, pod, container, code=code, message=message)
             self._done.add(uid)
-            self.ended.append((pod["metadata"]["name"], code, message))
+            self.ended.append((pod["metadata"]["name"], code, log))
 
-    def _execute(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
+    def run_script(
+        self, pod: dict[str, Any], container: dict[str, Any], overrides: dict[str, str], timeout: float
+    ) -> tuple[int, str]:
+        """The container's script, from the ConfigMap the pod mounts, with its environment (and
+        `overrides`: the addresses the stand-ins serve on), run here."""
         volume = next(v for v in pod["spec"]["volumes"] if v.get("configMap"))
         config = self.plane.request(
             "GET", f"/api/v1/namespaces/{self.namespace}/configmaps/{volume['configMap']['name']}"
@@ -121,48 +125,68 @@ class SmokePods(ServingPoller):
         script = self._dir / script_name
         script.write_text(config["data"][script_name])
         env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
-        env["SMOKE_BASE_URL"] = f"http://127.0.0.1:{self.server.server_address[1]}"
         done = subprocess.run(
             [sys.executable, str(script)],
-            env={**env, "PATH": "/usr/bin:/bin"},
+            env={**env, **overrides, "PATH": "/usr/bin:/bin"},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=120,
+            timeout=timeout,
             check=False,
         )
         return done.returncode, done.stdout
 
-    def _end(self, pod: dict[str, Any], container: dict[str, Any], code: int, message: str) -> None:
-        now = pod["status"].get("startTime")
-        terminated: dict[str, Any] = {
-            "exitCode": code,
-            "reason": "Completed" if code == 0 else "Error",
-            "startedAt": now,
-            "finishedAt": now,
-        }
-        if message:
-            terminated["message"] = message
-        ready = {"type": "Ready", "status": "False", "reason": "PodCompleted" if code == 0 else "PodFailed"}
-        self.plane.request(
-            "PATCH",
-            f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/status",
-            {
-                "status": {
-                    "phase": "Succeeded" if code == 0 else "Failed",
-                    "conditions": [c for c in pod["status"].get("conditions") or [] if c["type"] != "Ready"] + [ready],
-                    "containerStatuses": [
-                        {
-                            "name": container["name"],
-                            "image": container["image"],
-                            "imageID": "",
-                            "ready": False,
-                            "restartCount": 0,
-                            "started": False,
-                            "state": {"terminated": terminated},
-                        }
-                    ],
-                }
-            },
-            content_type="application/merge-patch+json",
-        )
+
+class SmokePods(JobPods):
+    """Ends each running pod of the smoke Job: passes it, or runs it against a wrong gateway."""
+
+    name = "smoke-pod-stand-in"
+
+    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = OPENAI_API) -> None:
+        super().__init__(plane, namespace, job)
+        self.failing = False
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FRONTS[api])
+
+    def outcome(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
+        if not self.failing:
+            return 0, ""
+        url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.run_script(pod, container, {"SMOKE_BASE_URL": url}, timeout=120)
+
+
+def end_pod(
+    plane: cp.ControlPlane, namespace: str, pod: dict[str, Any], container: dict[str, Any], *, code: int, message: str
+) -> None:
+    """End the pod's one container with `code`, as the kubelet reports it (the module docstring)."""
+    now = pod["status"].get("startTime")
+    terminated: dict[str, Any] = {
+        "exitCode": code,
+        "reason": "Completed" if code == 0 else "Error",
+        "startedAt": now,
+        "finishedAt": now,
+    }
+    if message:
+        terminated["message"] = message
+    ready = {"type": "Ready", "status": "False", "reason": "PodCompleted" if code == 0 else "PodFailed"}
+    plane.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
+        {
+            "status": {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "conditions": [c for c in pod["status"].get("conditions") or [] if c["type"] != "Ready"] + [ready],
+                "containerStatuses": [
+                    {
+                        "name": container["name"],
+                        "image": container["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "started": False,
+                        "state": {"terminated": terminated},
+                    }
+                ],
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
