@@ -682,7 +682,7 @@ def test_a_failing_smoke_test_fails_up_naming_the_job_and_its_last_log_lines(dev
     out = o.faulted.stdout + o.faulted.stderr
     assert o.faulted.returncode != 0
     assert JOB_NAME in out, out[-3000:]
-    # The script's own last lines (pods/smoke_test.py logs each attempt and its verdict).
+    # The script's own last lines (pods/smoke_request.py logs each attempt and its verdict).
     assert "smoke test failed" in out, out[-3000:]
     assert "does not exist" in out, out[-3000:]
     # The serving objects stay; a new runId re-runs the test, which then passes.

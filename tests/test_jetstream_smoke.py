@@ -1,5 +1,5 @@
 """JetStream's serving proof: the smoke Job `pulumi up` waits for, sending one completion through
-jetstream-http (pods/smoke_test.py `--api jetstream`), bounded by domain/serving_budget.py."""
+jetstream-http (pods/smoke_request.py `--api jetstream`), bounded by domain/serving_budget.py."""
 
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ def test_the_job_sends_one_completion_through_jetstream_http(jetstream: PlanResu
         "SMOKE_DEADLINE_SECONDS": str(BUDGET.jetstream_smoke_deadline_seconds),
     }
     container = job.get("spec.template.spec.containers.0")
-    assert container["command"] == ["python3", "/opt/smoke-test/smoke_test.py"]
+    assert container["command"] == ["python3", "/opt/smoke-test/smoke_request.py"]
     script = jetstream.one("kubernetes:core/v1:ConfigMap", "script")
-    assert script.get("data") == {"smoke_test.py": SCRIPT.read_text()}
+    assert script.get("data") == {"smoke_request.py": SCRIPT.read_text()}
     # The pinned image the vLLM smoke Job uses: plain Python, by digest.
     assert container["image"] == Versions().smoke_test_image
     assert "@sha256:" in container["image"]

@@ -335,7 +335,7 @@ def test_smoke_test_job(dev_plan: PlanResult) -> None:
     assert container["image"].startswith("python:3.12.13-slim@sha256:")
     assert job.get("spec.backoffLimit") == 0
     script = dev_plan.one("kubernetes:core/v1:ConfigMap", "script")
-    assert script.get("data")["smoke_test.py"] == SMOKE_SCRIPT.read_text()
+    assert script.get("data")["smoke_request.py"] == SMOKE_SCRIPT.read_text()
     for dependency in (
         dev_plan.one(LWS, "prefill-lws"),
         dev_plan.one(LWS, "decode-lws"),

@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 
-from pods import smoke_test as smoke
+from pods import smoke_request as smoke
 from tests.standins import vllm_metrics
 
 ANSWER = {"choices": [{"text": "fine", "message": {"content": "fine"}}]}
-SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "smoke_test.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "smoke_request.py"
 EXTERNAL = smoke.EXTERNAL_KV_SERIES
 LOCAL = smoke.LOCAL_COMPUTE_SERIES
 COUNT = smoke.KV_TRANSFER_COUNT_METRIC

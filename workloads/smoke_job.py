@@ -4,7 +4,7 @@ It posts the reference's completion and chat requests to the internal gateway
 from inside the cluster (the address is not reachable from outside the VPC),
 retrying with backoff until its deadline; a failed Job fails `pulumi up`. With
 `api="jetstream"` it sends one completion through JetStream's HTTP front instead
-(`POST /generate`, pods/smoke_test.py).
+(`POST /generate`, pods/smoke_request.py).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from pulumi_kubernetes.meta import v1 as meta
 from shared.addresses import http_url
 from shared.labels import COMMON_LABELS
 
-SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "smoke_test.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "smoke_request.py"
 MOUNT = "/opt/smoke-test"
 
 
 JOB_NAME = "serving-smoke-test"
-OPENAI_API = "openai"  # pods/smoke_test.py OPENAI_API: the program's default, so no env var says it
-JETSTREAM_API = "jetstream"  # pods/smoke_test.py JETSTREAM_API
+OPENAI_API = "openai"  # pods/smoke_request.py OPENAI_API: the program's default, so no env var says it
+JETSTREAM_API = "jetstream"  # pods/smoke_request.py JETSTREAM_API
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class SmokeJobArgs:
     deadline_seconds: int
     serving_spec: object  # whatever defines the serving stack: a change re-runs the test
     depends_on: Sequence[pulumi.Resource] = ()
-    # The server's API as pods/smoke_test.py names it, and its URL when it is not the gateway's.
+    # The server's API as pods/smoke_request.py names it, and its URL when it is not the gateway's.
     api: str = OPENAI_API
     base_url: str | None = None
     # Disaggregated serving: the prefill leaders' /metrics, so the test proves a prefill happened,
@@ -71,7 +71,7 @@ class SmokeJob(pulumi.ComponentResource):
         config = core.ConfigMap(
             "script",
             metadata=meta.ObjectMetaArgs(name=JOB_NAME, namespace=args.namespace, labels=dict(COMMON_LABELS)),
-            data={"smoke_test.py": script},
+            data={"smoke_request.py": script},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
         )
         # Its own identity, with no token: the test only speaks HTTP to the gateway and the pods.
@@ -108,7 +108,7 @@ class SmokeJob(pulumi.ComponentResource):
                             core.ContainerArgs(
                                 name="smoke-test",
                                 image=args.image,
-                                command=["python3", f"{MOUNT}/smoke_test.py"],
+                                command=["python3", f"{MOUNT}/smoke_request.py"],
                                 # A failed run's last log lines become the container's termination
                                 # message, which the provider's Job await prints in the failed
                                 # `pulumi up` (kubelet kuberuntime_container.go; pulumi/cloud-ready-

@@ -30,7 +30,7 @@ GROUP = "same group"  # the other hosts of the slice: Ray, the TPU runtime
 DECODE_PEERS = "decode pods"
 POOL_CLIENTS = "pool clients"  # the gateway's proxies and probers, the endpoint picker, the sidecar
 PROMETHEUS = "prometheus"
-SMOKE_TEST = "smoke test"  # reads both roles' vLLM metrics (pods/smoke_test.py)
+SMOKE_TEST = "smoke test"  # reads both roles' vLLM metrics (pods/smoke_request.py)
 LOCAL = "the pod itself"  # bound to localhost or reached only from inside the pod
 
 # The kernel's default ephemeral range (Linux net.ipv4.ip_local_port_range 32768-60999): where a

@@ -77,7 +77,7 @@ METRICS_SERVICES = {"prefill": PREFILL_METRICS_SERVICE, "decode": DECODE_METRICS
 
 def metrics_service_body(guide: str, namespace: str, role: str) -> dict[str, Any]:
     """A headless Service of one role's leaders: one DNS address per ready leader, so the smoke
-    test can read every leader's vLLM counters (pods/smoke_test.py): prompt tokens on prefill, the
+    test can read every leader's vLLM counters (pods/smoke_request.py): prompt tokens on prefill, the
     prompt tokens decode took from the KV connector on decode."""
     port = METRICS_PORTS[role]
     return {

@@ -8,7 +8,7 @@ loop ends it, as the kubelet ends a container:
 - `failing`: the script the cluster holds (the Job's ConfigMap, mounted by the pod) runs here with
   the container's environment, its `SMOKE_BASE_URL` pointed at a stand-in gateway that answers
   every request with vLLM's 404 for a model it does not serve (`{"error": {"message": "The model
-  `x` does not exist."}}`, pods/smoke_test.py `is_unknown_model_error`), which the script does not
+  `x` does not exist."}}`, pods/smoke_request.py `is_unknown_model_error`), which the script does not
   retry; for JetStream (`api="jetstream"`), a jetstream-http front that refuses every request with
   FastAPI's 422 for a body it cannot validate (fastapi/exception_handlers.py
   `request_validation_exception_handler`: `{"detail": [...]}`), which the script does not retry
@@ -23,7 +23,7 @@ What it cannot show: the script against a real gateway, the image's Python, the 
 context and read-only root file system, a pod killed by its active deadline. A leader that crashes
 makes jetstream-http answer 500, which the script retries until its deadline (hours by the serving
 budget), so the fast failure here is a refused request; the retry rule itself is
-tests/test_smoke_test.py's.
+tests/test_smoke_request.py's.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="smoke_test.py",
+        prog="smoke_request.py",
         description="Smoke-test an OpenAI-compatible LLM endpoint: POST /v1/completions and "
         "/v1/chat/completions, retrying with exponential backoff until both answer or the "
         "deadline passes. Each flag falls back to the env var named in its help; the flag wins. "

@@ -1,4 +1,4 @@
-"""Tests for pods/smoke_test.py.
+"""Tests for pods/smoke_request.py.
 
 A real HTTP server on 127.0.0.1 (ephemeral port, in a thread) plays vLLM with
 scripted replies. The CLI runs in-process through main() with a fake clock,
@@ -26,9 +26,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pods import smoke_test as smoke
+from pods import smoke_request as smoke
 
-SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "smoke_test.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "pods" / "smoke_request.py"
 MODEL = "Qwen/Qwen3.5-397B-A17B-FP8"
 PROMPT = "How are you today?"
 COMPLETIONS_OK = {"choices": [{"index": 0, "text": " I am fine, thank you.", "finish_reason": "stop"}]}
