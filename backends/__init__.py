@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from backends import jetstream, none, saxml, vllm_pd
 from backends.foundation import Foundation, Served
+from contracts.network_policies import Allowance
 from settings.model import Backend, StackConfig
-from shared.network_policies import Allowance
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from backends.foundation import Foundation
+from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs
 from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
 from k8s.slice_controller import SliceController, SliceControllerArgs
 from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs, network_allowances
-from shared.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs
 
 
 def dynamic_slicing(base: Foundation, allowances: Sequence[Allowance]) -> Foundation:

@@ -11,6 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.network_policies import NetworkPolicies
 from domain.topology import Generation, MachineType
 from infra.cluster import Cluster
 from infra.network import Network
@@ -19,7 +20,6 @@ from k8s.controllers import Controllers
 from k8s.kueue_queues import KueueQueues
 from k8s.slice_controller import SliceController
 from settings.model import StackConfig
-from shared.network_policies import NetworkPolicies
 
 
 @dataclass(frozen=True)

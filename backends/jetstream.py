@@ -4,9 +4,9 @@ Job that `pulumi up` waits for: one completion through jetstream-http."""
 from __future__ import annotations
 
 from backends.foundation import Foundation, Served
+from contracts.network_policies import Allowance
 from domain.serving_budget import BUDGET
 from settings.model import StackConfig
-from shared.network_policies import Allowance
 from workloads.jetstream import Jetstream, JetstreamArgs, service_url
 from workloads.smoke_job import JETSTREAM_API, SmokeJob, SmokeJobArgs
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB

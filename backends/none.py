@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from backends.foundation import Foundation, Served
+from contracts.network_policies import Allowance
 from settings.model import StackConfig
-from shared.network_policies import Allowance
 
 
 def allowances(config: StackConfig) -> list[Allowance]:

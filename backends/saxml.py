@@ -4,8 +4,8 @@ and the publish Job."""
 from __future__ import annotations
 
 from backends.foundation import Foundation, Served
+from contracts.network_policies import Allowance
 from settings.model import StackConfig
-from shared.network_policies import Allowance
 from workloads.saxml import Saxml, SaxmlArgs
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pulumi
 
 from backends.foundation import Foundation, Served
+from contracts.addresses import http_url
+from contracts.network_policies import Allowance
 from k8s.controllers import CHARTS as CONTROLLER_CHARTS
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
 from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs
 from k8s.kueue_queues import LOCAL_QUEUE
 from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from settings.model import StackConfig
-from shared.addresses import http_url
-from shared.network_policies import Allowance
 from workloads.model_access import ModelAccess, ModelAccessArgs
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
+from contracts.kubeconfig_shell import KUBECONFIG_FROM_ENV
 from domain.inference_releases import REPOSITORY, InferenceExtensionRelease, release
-from shared.kubeconfig_shell import KUBECONFIG_FROM_ENV
 
 # How long the apply waits for GKE to install the CRDs it owns (minutes after the cluster is up, in
 # practice); CRD_WAIT_SECONDS in the Command's environment overrides it.

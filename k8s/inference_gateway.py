@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
 
 # gke-l7-rilb: internal to the VPC, served from the proxy-only subnet.
 GATEWAY_CLASS = "gke-l7-rilb"

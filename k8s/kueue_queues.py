@@ -17,10 +17,10 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
+from contracts import pod_security, quantities
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
 from settings.naming import Names
-from shared import pod_security, quantities
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 SLICE_CONTROLLER_NAME = "accelerator.gke.io/slice"

@@ -21,12 +21,12 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from contracts import network_policies
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
+from contracts.ports import EPP_METRICS_PORT, POOL_PORT
 from k8s import epp_config
 from k8s.epp_config import Plugin
-from shared import network_policies
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
-from shared.ports import EPP_METRICS_PORT, POOL_PORT
 
 EPP_GRPC_PORT = 9002
 EPP_HEALTH_PORT = 9003

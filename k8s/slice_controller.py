@@ -25,12 +25,12 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 from pulumi_kubernetes.rbac import v1 as rbac
 
+from contracts import pod_security
+from contracts.awaits import TIMEOUT_SECONDS, WAIT_FOR
+from contracts.labels import COMMON_LABELS
+from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
 from domain.serving_budget import SLICE_ACTIVATION_TIMEOUT_SECONDS
 from k8s import slice_drain
-from shared import pod_security
-from shared.awaits import TIMEOUT_SECONDS, WAIT_FOR
-from shared.labels import COMMON_LABELS
-from shared.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
 
 NAMESPACE = "slice-controller-system"
 WEBHOOK_PORT = 9443

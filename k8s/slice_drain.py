@@ -10,7 +10,7 @@ the controller itself, it waits until no Slice is left, for a bounded time.
 
 from __future__ import annotations
 
-from shared.kubeconfig_shell import KUBECONFIG_FROM_ENV
+from contracts.kubeconfig_shell import KUBECONFIG_FROM_ENV
 
 SLICE_RESOURCE = "slices.accelerator.gke.io"  # installed by GKE with --enable-slice-controller
 # How long a destroy waits for the slice controller to finalize the Slices; SLICE_DRAIN_SECONDS

@@ -18,11 +18,11 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
+from contracts import network_policies, pod_security
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
-from shared import network_policies, pod_security
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
 
 PROGRAM = Path(__file__).resolve().parent.parent / "pods" / "slice_check.py"
 MOUNT = "/opt/slice-check"

@@ -36,10 +36,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS, GUIDE_LABEL, JETSTREAM_SERVER_LABELS, ROLE_LABEL, SERVING_LABEL
+from contracts.ports import DECODE_VLLM_PORT, EPP_METRICS_PORT, JETSTREAM_PROMETHEUS_PORT, POOL_PORT
 from domain.metric_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, VLLM_JOBS, epp_job
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS, GUIDE_LABEL, JETSTREAM_SERVER_LABELS, ROLE_LABEL, SERVING_LABEL
-from shared.ports import DECODE_VLLM_PORT, EPP_METRICS_PORT, JETSTREAM_PROMETHEUS_PORT, POOL_PORT
 
 GMP_API = "monitoring.googleapis.com/v1"
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from plan import impact, render
+from plan.changes import field_changes
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from plan.manifests import is_kubernetes_object
 from settings import capacity
@@ -91,30 +92,6 @@ def empty(stack: str) -> dict[str, Any]:
 
 def dumps(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    if isinstance(value, list) and value and any(isinstance(v, dict | list) for v in value):
-        flat = {}
-        for index, item in enumerate(value):
-            flat.update(_flatten(item, f"{prefix}[{index}]"))
-        return flat
-    return {prefix: value}
-
-
-def field_changes(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
-    """(path, old, new) for every leaf that differs; missing leaves are None."""
-    before, after = _flatten(old), _flatten(new)
-    return [
-        (path, before.get(path), after.get(path))
-        for path in sorted(before.keys() | after.keys())
-        if before.get(path) != after.get(path)
-    ]
 
 
 def _short(value: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from domain import admission
 from plan import policies, render, timing
+from plan.changes import field_changes
 from plan.engine import PlanResult
 from settings import capacity
 from settings.model import StackConfig
@@ -193,8 +194,6 @@ def _policy_report(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None)
 
 
 def _changed_paths(old: Any, new: Any) -> list[str]:
-    from plan.document import field_changes
-
     return [path.removeprefix("inputs.") for path, _, _ in field_changes(old, new)]
 
 

@@ -2,7 +2,7 @@
 
 A model, not the enforcer (the enforcer is GKE Dataplane V2, which nothing here can run): it
 expands every workload into the pods its controller would create, with the labels that
-controller adds (the LWS, JobSet and Job label names are in shared/network_policies.py), and
+controller adds (the LWS, JobSet and Job label names are in contracts/network_policies.py), and
 evaluates ingress by the rules of the API reference (NetworkPolicySpec, NetworkPolicyPeer):
 
 - a pod selected by no policy with `Ingress` in its types accepts everything;
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import network_policies as np
+from contracts import network_policies as np
 
 NAMESPACE_LABEL = np.NAMESPACE_NAME_LABEL
 

@@ -13,11 +13,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.awaits import LOAD_BALANCER_ADDRESS
 from plan import engine
 from plan.engine import PlanResult
 from settings.loader import ConfigError, load
 from settings.model import MIN_SOURCE_PREFIX, RESERVED_NAMESPACES
-from shared.awaits import LOAD_BALANCER_ADDRESS
 from workloads.saxml import PUBLISH_SCRIPT
 
 POOL = "gcp:container/nodePool:NodePool"

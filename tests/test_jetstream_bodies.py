@@ -8,9 +8,9 @@ from typing import Any, NamedTuple, cast
 
 import pytest
 
+from contracts.awaits import LOAD_BALANCER_ADDRESS
+from contracts.labels import COMMON_LABELS
 from domain.topology import CATALOG, Topology, TopologyError
-from shared.awaits import LOAD_BALANCER_ADDRESS
-from shared.labels import COMMON_LABELS
 from tests.crd_schema import CrdRegistry, crd_root, validate_core
 from workloads import jetstream
 from workloads.jetstream import JetstreamArgs

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from backends.jetstream import TESTED_IMAGES
+from contracts import network_policies as np
 from domain.serving_budget import BUDGET, ENGINE_READY_TIMEOUT_SECONDS, ServingBudget
 from plan import engine
 from plan.engine import PlanResult
 from settings.model import Versions
-from shared import network_policies as np
 from tests.test_backends import LWS, _serving, run
 from tests.test_jetstream_bodies import multi
 from tests.test_serving import FINGERPRINT

@@ -183,7 +183,7 @@ def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: De
     assert group["coveredResources"] == ["google.com/tpu", "cpu", "memory"]
     machine = CATALOG["tpu7x"].machine_types[0]
     quotas = {q["name"]: q["nominalQuota"] for q in group["flavors"][0]["resources"]}
-    # 32 x 960 GiB = 30 TiB, written canonically as the API server stores it (shared/quantities.py).
+    # 32 x 960 GiB = 30 TiB, written canonically as the API server stores it (contracts/quantities.py).
     assert 32 * machine.memory_gib == 30 * 1024
     assert quotas == {"google.com/tpu": "128", "cpu": str(32 * machine.vcpus), "memory": "30Ti"}
     bigger = run_dev({"tpu": {"cubes": 3}, "reservation": {"subBlocks": None}}).one(KUEUE + "ClusterQueue")

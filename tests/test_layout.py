@@ -51,7 +51,7 @@ def test_the_pod_programs_are_where_their_components_ship_them_from() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("domain",),  # the TPU domain: catalog, topology, admission, metric and release catalogs
     ("settings",),  # what a stack asks for, validated
-    ("shared",),  # object base, labels, ports, pod security, NetworkPolicies: what components share
+    ("contracts",),  # object base, labels, ports, pod security, NetworkPolicies: what components share
     ("infra", "k8s", "workloads", "observability"),  # components: Google Cloud, cluster, serving, watching
     ("backends",),  # the composition: the platform and one module per serving backend
     ("__main__", "plan"),  # the entry point and the offline plan that runs it
@@ -141,7 +141,7 @@ AGAINST_THE_DIRECTION = [
     ("settings", "from infra import topology"),  # settings/model.py: the domain lived in infra/
     ("settings", "from k8s import inference_releases"),  # settings/model.py
     ("domain", "import settings.model"),  # the domain never reads a stack
-    ("shared", "from k8s.router import EPP_METRICS_PORT"),  # shared is below every component
+    ("contracts", "from k8s.router import EPP_METRICS_PORT"),  # contracts are below every component
     ("observability", "from workloads import jetstream"),
     ("backends", "from plan import engine"),  # components and compositions never reach up
     ("infra", "from backends.foundation import Foundation"),
@@ -158,7 +158,7 @@ def test_an_import_against_the_direction_fails(package: str, source: str) -> Non
 
 
 def test_imports_along_the_direction_pass() -> None:
-    assert violations("observability", "from shared.ports import POOL_PORT\nfrom domain import topology", "x") == []
+    assert violations("observability", "from contracts.ports import POOL_PORT\nfrom domain import topology", "x") == []
     assert violations("backends", "from k8s.router import Router\nfrom workloads.saxml import Saxml", "x") == []
     assert violations("plan", "from policy import guardrails\nfrom backends import REGISTRY", "x") == []
 
@@ -219,3 +219,74 @@ def test_the_entry_point_only_composes() -> None:
         if isinstance(node, ast.If | ast.IfExp | ast.Match):
             condition = ast.unparse(node.subject if isinstance(node, ast.Match) else node.test)
             assert not {"serving", "backend", "dynamic_slicing"} & set(re.findall(r"\w+", condition)), condition
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def import_graph(paths: list[Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at any depth of the file (a function's import counts:
+    it is a circle all the same, only hidden until the call)."""
+    names = {_module_name(p): p for p in paths}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found |= {t for t in targets if t in names and t != name}
+        graph[name] = found
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """A circle (plan/document <-> plan/impact was one) means two modules are one concern split in
+    two, or one holds what both need: it moves to a third (plan/changes.py)."""
+    assert circles(import_graph(checked_modules())) == []
+
+
+def test_the_circle_check_finds_a_hidden_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

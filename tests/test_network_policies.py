@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from contracts import network_policies as np
 from plan import engine, manifests
 from settings.loader import load
 from settings.model import StackConfig
-from shared import network_policies as np
 from tests.conftest import DevRunner, config_with
 from tests.network_reachability import Pod, address_pods, allowed, pods_of, reachable
 from workloads import vllm_listeners
@@ -60,7 +60,7 @@ def matrix(plan: engine.PlanResult, config: StackConfig) -> set[str]:
     return reachable(policies, [*targets, *outsiders], targets)
 
 
-# What each stack's pods accept, by source (the design in shared/network_policies.py and each
+# What each stack's pods accept, by source (the design in contracts/network_policies.py and each
 # workload's `network_allowances`). "same group": pods of one LWS group or JobSet child Job.
 # vLLM pods carry every port their programs open (workloads/vllm_listeners.py): 32768 stands for
 # the kernel's ephemeral range (tpu-inference's bulk-transport listeners, Ray's node ports),

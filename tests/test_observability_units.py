@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 from domain.metric_catalog import (
     BY_NAME,
     CATALOG,
@@ -28,7 +29,6 @@ from domain.metric_catalog import (
 from domain.topology import CATALOG as TPU_CATALOG
 from k8s import router
 from observability import alerts, dashboard, pod_monitoring
-from shared.ports import DECODE_VLLM_PORT, POOL_PORT
 from tests.gmp_schema import validate_pod_monitoring
 from tests.test_jetstream_bodies import SINGLE, multi
 from workloads import jetstream, smoke_job

@@ -26,6 +26,7 @@ from tests.conftest import dev_raw, merged
 # copied from the working tree into the clone's base commit.
 PLAN_CODE = (
     "plan/__main__.py",
+    "plan/changes.py",
     "plan/document.py",
     "plan/graph.py",
     "plan/impact.py",

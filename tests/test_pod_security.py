@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from contracts import pod_security as ps
 from plan import engine, manifests
-from shared import pod_security as ps
 from tests.conftest import DevRunner
 
 NAMESPACE = "kubernetes:core/v1:Namespace"

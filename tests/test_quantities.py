@@ -1,4 +1,4 @@
-"""shared/quantities.py: binary amounts in the canonical form the API server stores."""
+"""contracts/quantities.py: binary amounts in the canonical form the API server stores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import quantities
+from contracts import quantities
 
 POWERS = {"Gi": 0, "Ti": 1, "Pi": 2, "Ei": 3}
 

@@ -33,12 +33,10 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.apps import v1 as apps
 from pulumi_kubernetes.core import v1 as core
 
-from domain.serving_budget import BUDGET
-from domain.topology import Generation, Topology
-from shared import network_policies, pod_security
-from shared.awaits import LOAD_BALANCER_ADDRESS
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import (
+from contracts import network_policies, pod_security
+from contracts.awaits import LOAD_BALANCER_ADDRESS
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import (
     COMMON_LABELS,
     COMPONENT_LABEL,
     JETSTREAM_APP,
@@ -46,8 +44,10 @@ from shared.labels import (
     JETSTREAM_SERVER_LABELS,
     NAME_LABEL,
 )
-from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
-from shared.ports import JETSTREAM_PROMETHEUS_PORT
+from contracts.network_policies import NetworkPolicies, NetworkPoliciesArgs
+from contracts.ports import JETSTREAM_PROMETHEUS_PORT
+from domain.serving_budget import BUDGET
+from domain.topology import Generation, Topology
 from workloads.bucket_access import Grant, grants, uniform_bucket
 from workloads.model_access import workload_principal_output
 

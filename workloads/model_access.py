@@ -18,7 +18,7 @@ import pulumi_kubernetes as kubernetes
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
-from shared.labels import COMMON_LABELS
+from contracts.labels import COMMON_LABELS
 from workloads.bucket_access import grants, uniform_bucket
 
 # Where vLLM writes compiled XLA programs (VLLM_XLA_CACHE_PATH in workloads/vllm_command.py).

@@ -22,12 +22,12 @@ from pulumi_kubernetes.batch import v1 as batch
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
+from contracts import network_policies, pod_security
+from contracts.awaits import LOAD_BALANCER_ADDRESS
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
+from contracts.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from domain.topology import Generation, Topology
-from shared import network_policies, pod_security
-from shared.awaits import LOAD_BALANCER_ADDRESS
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
-from shared.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from workloads.jetstream import ingress_ip
 from workloads.model_access import workload_principal_output
 

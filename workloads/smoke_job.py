@@ -21,8 +21,8 @@ from pulumi_kubernetes.batch import v1 as batch
 from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
-from shared.addresses import http_url
-from shared.labels import COMMON_LABELS
+from contracts.addresses import http_url
+from contracts.labels import COMMON_LABELS
 
 SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "smoke_request.py"
 MOUNT = "/opt/smoke-test"

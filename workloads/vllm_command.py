@@ -11,8 +11,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 from domain.serving_budget import ENGINE_READY_TIMEOUT_SECONDS, RAY_INIT_TIMEOUT_SECONDS
-from shared.ports import DECODE_VLLM_PORT, POOL_PORT
 from workloads.vllm_listeners import KV_TRANSFER_PORT, SIDE_CHANNEL_PORT
 
 Role = Literal["prefill", "decode"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.ports import DECODE_VLLM_PORT, POOL_PORT
+from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 
 # Who opens a port: the pods of the two LeaderWorkerSets.
 PREFILL_LEADER, PREFILL_WORKER = "prefill leader", "prefill worker"

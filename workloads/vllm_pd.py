@@ -16,12 +16,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts import network_policies, pod_security, quantities
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
+from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
-from shared import network_policies, pod_security, quantities
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LABEL
-from shared.ports import DECODE_VLLM_PORT, POOL_PORT
 from workloads import vllm_command, vllm_listeners
 from workloads.vllm_command import VllmServe
 

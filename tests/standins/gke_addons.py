@@ -3,7 +3,7 @@
 With the Gateway API, Managed Prometheus and the inference extension on, GKE installs CRDs and a
 GatewayClass before the program's objects arrive, and its load-balancer controllers give
 LoadBalancer Services and Gateways their addresses; `pulumi up` waits for those addresses
-(shared/awaits.py, k8s/inference_gateway.py). `install(plane)` puts in what GKE installs:
+(contracts/awaits.py, k8s/inference_gateway.py). `install(plane)` puts in what GKE installs:
 
 - the Gateway API CRDs (GatewayClass, Gateway, HTTPRoute) and the InferencePool CRD, from the
   upstream schemas `make crds` takes from their Go modules (never copied here), so the API server validates the

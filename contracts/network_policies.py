@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from shared.kubernetes_object import KubernetesObject
-from shared.labels import COMMON_LABELS
+from contracts.kubernetes_object import KubernetesObject
+from contracts.labels import COMMON_LABELS
 
 API = "networking.k8s.io/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
