@@ -15,7 +15,7 @@ export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
 
-.PHONY: plan preview test check lint unit bench lock clean diff graph docs stacks engine controlplane crds gcpdata policy-venv real-preview
+.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks engine controlplane crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,10 @@ graph: $(VENV)/.runtime
 docs: $(VENV)/.runtime
 	$(PY) -m plan graph --stack dev --mermaid docs/dev-graph.mmd --dot build/dev-graph.dot
 	-$(PY) -m plan graph --stack dev --image docs/dev-graph.svg
+
+## schema: regenerate docs/stack-file.schema.json, the JSON Schema editors validate stack files with
+schema: $(VENV)/.runtime
+	$(PY) -m plan schema --out docs/stack-file.schema.json
 
 ## stacks: check reservation claims and names across every Pulumi.<stack>.yaml
 stacks: $(VENV)/.runtime

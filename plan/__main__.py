@@ -5,6 +5,7 @@
                                                               (or: diff OLD.json NEW.json)
     python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg]
     python -m plan stacks
+    python -m plan schema [--out FILE]
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
@@ -29,9 +30,10 @@ from typing import Any
 from plan import document, engine, graph, manifests, outputs, render, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
+from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
-COMMANDS = ("diff", "graph", "stacks")
+COMMANDS = ("diff", "graph", "stacks", "schema")
 
 
 def _stack(name: str) -> str:
@@ -358,12 +360,29 @@ def stacks_command(argv: list[str]) -> int:
     return 1 if conflicts else 0
 
 
+def schema_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m plan schema", description="The JSON Schema of a stack file's tpu-slicing: keys."
+    )
+    parser.add_argument("--out", help="write it here (default: print it); make schema writes the committed copy")
+    args = parser.parse_args(argv)
+    text = json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    path = outputs.file(args.out, "--out", generator=outputs.Generator("schema", None, "--out", target="schema"))
+    outputs.write_text(path, text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
         if argv and argv[0] in COMMANDS:
-            command = {"diff": diff, "graph": graph_command, "stacks": stacks_command}[argv[0]]
+            command = {"diff": diff, "graph": graph_command, "stacks": stacks_command, "schema": schema_command}[
+                argv[0]
+            ]
             return command(argv[1:])
         return show(argv)
     except SystemExit as stop:

@@ -34,17 +34,20 @@ class Generator:
     """The one command that regenerates a tracked file: `python -m plan <command> --stack <stack> <option>`."""
 
     command: str
-    stack: str
+    stack: str | None  # None: the command reads no stack
     option: str
+    target: str = "docs"  # the make target that runs it
 
     def __str__(self) -> str:
-        return f"`python -m plan {self.command} --stack {self.stack} {self.option} ...` (make docs)"
+        stack = f" --stack {self.stack}" if self.stack is not None else ""
+        return f"`python -m plan {self.command}{stack} {self.option} ...` (make {self.target})"
 
 
 # Tracked files the plan regenerates on purpose; tests/test_plan_review.py fails when one is stale.
 GENERATED: Mapping[str, Generator] = {
     "docs/dev-graph.mmd": Generator("graph", "dev", "--mermaid"),
     "docs/dev-graph.svg": Generator("graph", "dev", "--image"),
+    "docs/stack-file.schema.json": Generator("schema", None, "--out", target="schema"),
 }
 
 
