@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from plan import engine
 from plan.engine import PlanResult
 from settings.loader import ConfigError, load
-from settings.model import MIN_SOURCE_PREFIX, RESERVED_NAMESPACES
+from settings.rules_network import MIN_SOURCE_PREFIX
+from settings.rules_serving import RESERVED_NAMESPACES
 from shared.awaits import LOAD_BALANCER_ADDRESS
 from workloads.saxml import PUBLISH_SCRIPT
 
