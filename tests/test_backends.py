@@ -17,7 +17,8 @@ from contracts.awaits import LOAD_BALANCER_ADDRESS
 from plan import engine
 from plan.engine import PlanResult
 from settings.loader import ConfigError, load
-from settings.model import MIN_SOURCE_PREFIX, RESERVED_NAMESPACES
+from settings.rules_network import MIN_SOURCE_PREFIX
+from settings.rules_serving import RESERVED_NAMESPACES
 from workloads.saxml import PUBLISH_SCRIPT
 
 POOL = "gcp:container/nodePool:NodePool"

@@ -15,7 +15,9 @@ from domain.topology import CATALOG, GIB
 from plan import engine
 from settings import machines, oci_registry, pins
 from settings.loader import ConfigError, load
-from settings.model import SUBSLICING_MIN_GKE, Versions, topology_level_order
+from settings.model import Versions
+from settings.rules_cluster import SUBSLICING_MIN_GKE
+from settings.rules_kueue import topology_level_order
 from tests.conftest import DevRunner, config_with, dev_raw, merged
 
 

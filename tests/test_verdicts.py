@@ -26,8 +26,8 @@ from plan.__main__ import main as plan_main
 from policy import guardrails
 from settings import refusals, stack_file
 from settings.loader import ConfigError, load
-from settings.model import DEFAULT_TOPOLOGY_LEVELS
 from settings.refusals import REFUSED_CLASSES, RefusedClass
+from settings.rules_kueue import DEFAULT_TOPOLOGY_LEVELS
 from settings.stack_file import StackFileError
 from tests.refusal_members import MEMBERS
 from tests.test_policy import SECRET_SIG, resource_args, stack_args, violations
