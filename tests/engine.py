@@ -6,7 +6,7 @@ a copy of this project where stacks are created and previewed, so the committed 
 never touched. Nothing here talks to a network: the backend is a folder (`file://`), secrets use
 a passphrase, plugin downloads are turned off.
 
-Run a real preview of a stack by hand (the README's "Real engine, offline" section):
+Run a real preview of a stack by hand (docs/testing.md, "Real engine, offline"):
     make real-preview STACK=dev
 """
 
@@ -190,9 +190,9 @@ class Workspace:
 
 
 def readme_deploy_commands() -> list[str]:
-    """The `pulumi ...` lines of the README's Deploy block, comments stripped."""
+    """The lines of the README's Deploy block, comments stripped."""
     text = (ROOT / "README.md").read_text()
-    block = text.split("### Deploy", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    block = text.split("\n## Deploy\n", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 

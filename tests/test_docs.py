@@ -1,4 +1,11 @@
-"""The README's commands run, through the Makefile recipes they name, so the docs cannot rot."""
+"""The docs' commands run, through the Makefile recipes they name, and their links resolve, so the docs
+cannot rot.
+
+The README is for a user and stays short; docs/ holds the rest, one page per task a reader comes with
+(CONTRIBUTING.md, "Documentation"). The offline commands of the `bash` blocks in the README and in
+every page of docs/ run here; every relative link and `#anchor` in those pages and CONTRIBUTING.md
+must resolve, anchors as GitHub makes them from headings.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,34 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+README_MAX_LINES = 250
+# The pages whose `bash` blocks are commands a reader is told to run.
+COMMAND_PAGES = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
+# The pages whose links must resolve.
+LINKED_PAGES = ("CONTRIBUTING.md", *COMMAND_PAGES)
 # Offline commands a reader is told to run; `make test` is what this suite is part of.
 RUNNABLE = ("make plan", "make preview", "make graph", "make stacks", "make diff", "python -m plan")
 PULUMI_SUBCOMMANDS = {"login", "stack", "config", "preview", "up", "destroy", "refresh", "cancel"}
 
 
-def bash_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+def bash_commands(text: str) -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
+
+
+def documented_commands() -> list[str]:
+    """The bash lines of every command page, each once, in page order (the README first)."""
+    commands = [c for page in COMMAND_PAGES for c in bash_commands((ROOT / page).read_text())]
+    return list(dict.fromkeys(commands))
 
 
 def recipe(target: str) -> list[str]:
@@ -44,17 +64,91 @@ def expand(line: str, variables: dict[str, str]) -> list[str]:
 
 
 def offline_commands() -> list[str]:
-    return [c for c in bash_commands() if c.startswith(RUNNABLE)]
+    return [c for c in documented_commands() if c.startswith(RUNNABLE)]
+
+
+# --- Links and anchors ---------------------------------------------------------------------------
+
+
+def outside_fences(text: str) -> Iterator[str]:
+    """The lines outside fenced code blocks (a `#` there is a comment, a `[x](y)` is code)."""
+    fence = ""
+    for line in text.splitlines():
+        opening = re.match(r"^\s*(```|~~~)", line)
+        if opening:
+            fence = "" if fence and opening.group(1) == fence else fence or opening.group(1)
+        elif not fence:
+            yield line
+
+
+def prose_lines(text: str) -> Iterator[str]:
+    """The lines outside fenced code blocks, inline code blanked (a link's text may hold code)."""
+    return (re.sub(r"`[^`]*`", "``", line) for line in outside_fences(text))
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: link text kept, lowercase, punctuation but `-` and `_` dropped,
+    each space a `-`."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor; a repeated one gets `-1`, `-2`, ... as on GitHub."""
+    found: set[str] = set()
+    seen: Counter[str] = Counter()
+    for line in outside_fences(text):
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            base = slug(heading.group(1))
+            found.add(f"{base}-{seen[base]}" if seen[base] else base)
+            seen[base] += 1
+    return found
+
+
+def broken_links(page: Path, text: str | None = None) -> list[str]:
+    """Each relative link of `page` (its `text`, if given) whose file is missing or whose `#anchor`
+    names no heading of the page it points to. Links with a scheme (https:, mailto:) are not judged."""
+    text = page.read_text() if text is None else text
+    problems = []
+    for line in prose_lines(text):
+        for target in re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?[^)]*\)", line):
+            if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            destination = (page.parent / file) if file else page
+            if file and not destination.exists():
+                problems.append(f"{page.name}: {target}: no file {file}")
+            elif anchor and destination.suffix == ".md":
+                headings = anchors(text if destination == page else destination.read_text())
+                if anchor not in headings:
+                    problems.append(f"{page.name}: {target}: no heading #{anchor} in {destination.name}")
+    return problems
+
+
+# --- The tests ------------------------------------------------------------------------------------
 
 
 def test_readme_lists_the_two_commands_first() -> None:
-    commands = bash_commands()
+    commands = bash_commands(README)
     assert commands[:2] == ["make plan STACK=dev", "make test"]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_readme_is_short() -> None:
+    lines = len(README.splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move what is not for a first reader to docs/"
+
+
+def test_the_command_pages_are_the_readme_and_every_docs_page() -> None:
+    assert COMMAND_PAGES[0] == "README.md"
+    assert {"docs/deploy.md", "docs/operations.md", "docs/troubleshooting.md", "docs/testing.md"} <= set(COMMAND_PAGES)
+    assert {"make diff STACK=dev BASE=HEAD", "make stacks"} <= set(offline_commands())  # from docs/review.md
+
+
 @pytest.mark.parametrize("command", offline_commands())
-def test_readme_command_runs(command: str, tmp_path: Path) -> None:
+def test_documented_command_runs(command: str, tmp_path: Path) -> None:
     words = shlex.split(command)
     if words[0] == "make":
         target = words[1]
@@ -71,18 +165,42 @@ def test_readme_command_runs(command: str, tmp_path: Path) -> None:
 
 
 def test_real_cloud_commands_use_real_pulumi_subcommands() -> None:
-    pulumi = [shlex.split(c) for c in bash_commands() if c.startswith("pulumi ")]
-    assert pulumi, "the README shows the real-cloud path"
+    pulumi = [shlex.split(c) for c in documented_commands() if c.startswith("pulumi ")]
+    assert [c for c in bash_commands(README) if c.startswith("pulumi ")], "the README shows the real-cloud path"
     assert {words[1] for words in pulumi} <= PULUMI_SUBCOMMANDS
     assert any(words[1:3] == ["config", "set"] and "--secret" in words for words in pulumi)
 
 
-def test_docs_reference_existing_files() -> None:
-    for document in ("README.md", "docs/architecture.md", "CONTRIBUTING.md"):
-        text = (ROOT / document).read_text()
-        for link in re.findall(r"\]\(([^)#:]+)\)", text):
-            target = (ROOT / document).parent / link
-            assert target.exists(), f"{document} links to missing {link}"
+@pytest.mark.parametrize("page", LINKED_PAGES)
+def test_links_and_anchors_resolve(page: str) -> None:
+    assert broken_links(ROOT / page) == []
+
+
+def test_slugs_are_githubs() -> None:
+    assert slug("Operations: changes after the first `up`") == "operations-changes-after-the-first-up"
+    assert slug("What the tests run, and what `pulumi up` runs") == "what-the-tests-run-and-what-pulumi-up-runs"
+    assert slug("The endpoint picker's loader") == "the-endpoint-pickers-loader"
+    assert slug("See [the page](other.md) now") == "see-the-page-now"
+    assert anchors("# Notes\n## Notes\n```bash\n# not a heading\n```\n## Notes\n") == {"notes", "notes-1", "notes-2"}
+
+
+def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
+    """The link check on a small page: what resolves passes, each broken link or anchor is named."""
+    (tmp_path / "other.md").write_text("# Other\n\n## A `code` heading, with punctuation!\n")
+    page = tmp_path / "page.md"
+    text = (
+        "# Page\n\n## Two words\n\n"
+        "[a](other.md), [b](other.md#a-code-heading-with-punctuation), [c](#two-words), "
+        "[`d`](https://example.com/x#y), ![e](other.md)\n"
+        "[f](nowhere.md) and [g](other.md#no-such-heading), then (see [h](#three-words)).\n"
+        "```bash\n[not a link](inside-a-fence.md)\n```\n"
+        "`[nor this](in-code.md)`\n"
+    )
+    assert broken_links(page, text) == [
+        "page.md: nowhere.md: no file nowhere.md",
+        "page.md: other.md#no-such-heading: no heading #no-such-heading in other.md",
+        "page.md: #three-words: no heading #three-words in page.md",
+    ]
 
 
 def test_the_test_command_runs_a_control_plane_group_on_one_worker(tmp_path: Path) -> None:

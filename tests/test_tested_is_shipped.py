@@ -1,10 +1,10 @@
-"""The programs the tests build are the releases a user's `pulumi up` runs, or the README says how not.
+"""The programs the tests build are the releases a user's `pulumi up` runs, or docs/testing.md says how not.
 
 A user's engine downloads the Kubernetes provider at the version the Python SDK is (requirements.txt),
 so that pin must be the release whose commit `make engine` builds (tools/engine/kubernetes/RELEASE
 records the tag of the one commit the Go module proxy serves). The controllers the tests run are
 built from the modules at the tags the program's charts install; the CLI is the one the workflows
-install. The README's table "What the tests run, and what `pulumi up` runs" lists each program
+install. The table "What the tests run, and what `pulumi up` runs" of docs/testing.md lists each program
 with both versions, and is checked here against the pins, so a bump that leaves it stale fails.
 """
 
@@ -40,8 +40,8 @@ def _release() -> tuple[str, str]:
 
 
 def _table() -> dict[str, list[str]]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("What the tests run, and what `pulumi up` runs", 1)[1].split("\n\n", 2)[1]
+    page = (ROOT / "docs" / "testing.md").read_text()
+    section = page.split("### What the tests run, and what `pulumi up` runs\n", 1)[1].strip("\n").split("\n\n", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| program")]
     return {cells[0]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows)}
 
@@ -90,7 +90,7 @@ def test_the_cli_the_tests_build_is_the_one_the_workflows_install() -> None:
     assert installed == {built}
 
 
-def test_the_readme_table_names_the_pinned_versions_and_every_difference() -> None:
+def test_the_docs_table_names_the_pinned_versions_and_every_difference() -> None:
     table = _table()
     tag, commit = _release()
     cli = _module_version(TOOLS / "engine" / "pulumi" / "go.mod", "github.com/pulumi/pulumi/pkg/v3")
@@ -108,7 +108,7 @@ def test_the_readme_table_names_the_pinned_versions_and_every_difference() -> No
         "Kubernetes control plane": (kubernetes, kubernetes.rsplit(".", 1)[0]),
     }
     for program, (tested, shipped) in expected.items():
-        assert program in table, f"README table has no row for {program}"
+        assert program in table, f"docs/testing.md table has no row for {program}"
         row = table[program]
         assert tested in row[0] and shipped in row[1], (program, row)
     for program, (tested_cell, _, difference) in table.items():
