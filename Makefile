@@ -75,9 +75,9 @@ docs: $(VENV)/.runtime
 	$(PY) -m plan graph --stack dev --mermaid docs/dev-graph.mmd --dot build/dev-graph.dot
 	-$(PY) -m plan graph --stack dev --image docs/dev-graph.svg
 
-## schema: regenerate docs/stack-file.schema.json, the JSON Schema editors validate stack files with
+## schema: regenerate docs/stack-file.schema.json (editors validate stack files with it) and docs/configuration-reference.md
 schema: $(VENV)/.runtime
-	$(PY) -m plan schema --out docs/stack-file.schema.json
+	$(PY) -m plan schema --out docs/stack-file.schema.json --reference docs/configuration-reference.md
 
 ## stacks: check reservation claims and names across every Pulumi.<stack>.yaml
 stacks: $(VENV)/.runtime

@@ -5,7 +5,7 @@
                                                               (or: diff OLD.json NEW.json)
     python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg]
     python -m plan stacks
-    python -m plan schema [--out FILE]
+    python -m plan schema [--out FILE] [--reference FILE.md]
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
@@ -30,6 +30,7 @@ from typing import Any
 from plan import document, engine, graph, manifests, outputs, render, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
+from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
@@ -365,13 +366,21 @@ def schema_command(argv: list[str]) -> int:
         prog="python -m plan schema", description="The JSON Schema of a stack file's tpu-slicing: keys."
     )
     parser.add_argument("--out", help="write it here (default: print it); make schema writes the committed copy")
+    parser.add_argument("--reference", help="also write the configuration reference (Markdown) here")
     args = parser.parse_args(argv)
+    written = {
+        option: outputs.file(path, option, generator=outputs.Generator("schema", None, option, target="schema"))
+        for option, path in (("--out", args.out), ("--reference", args.reference))
+        if path is not None
+    }
+    outputs.distinct(written)
     text = json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n"
-    if args.out is None:
+    if "--out" in written:
+        outputs.write_text(written["--out"], text)
+    else:
         sys.stdout.write(text)
-        return 0
-    path = outputs.file(args.out, "--out", generator=outputs.Generator("schema", None, "--out", target="schema"))
-    outputs.write_text(path, text)
+    if "--reference" in written:
+        outputs.write_text(written["--reference"], configuration_reference())
     return 0
 
 

@@ -48,6 +48,7 @@ GENERATED: Mapping[str, Generator] = {
     "docs/dev-graph.mmd": Generator("graph", "dev", "--mermaid"),
     "docs/dev-graph.svg": Generator("graph", "dev", "--image"),
     "docs/stack-file.schema.json": Generator("schema", None, "--out", target="schema"),
+    "docs/configuration-reference.md": Generator("schema", None, "--reference", target="schema"),
 }
 
 

@@ -221,20 +221,30 @@ def test_the_entry_point_only_composes() -> None:
             assert not {"serving", "backend", "dynamic_slicing"} & set(re.findall(r"\w+", condition)), condition
 
 
-def _module_name(path: Path) -> str:
-    relative = path.relative_to(ROOT).with_suffix("")
+def _module_name(path: Path, root: Path) -> str:
+    relative = path.relative_to(root).with_suffix("")
     parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
     return ".".join(parts)
 
 
-def import_graph(paths: list[Path]) -> dict[str, set[str]]:
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_graph(paths: list[Path], root: Path = ROOT) -> dict[str, set[str]]:
     """Module -> the project modules it imports, at any depth of the file (a function's import counts:
-    it is a circle all the same, only hidden until the call)."""
-    names = {_module_name(p): p for p in paths}
+    it is a circle all the same, only hidden until the call). Imports under `if TYPE_CHECKING:` do
+    not: they never run, and annotations are strings (`from __future__ import annotations`)."""
+    names = {_module_name(p, root): p for p in paths}
     graph: dict[str, set[str]] = {}
     for name, path in names.items():
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for guard in [n for n in ast.walk(tree) if isinstance(n, ast.If) and _type_checking(n.test)]:
+            guard.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
@@ -290,3 +300,14 @@ def test_no_module_imports_itself_round_a_circle() -> None:
 def test_the_circle_check_finds_a_hidden_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_circle_check_skips_type_checking_imports_only(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import b\n"
+    (tmp_path / "p" / "a.py").write_text(guarded)
+    (tmp_path / "p" / "b.py").write_text("def f():\n    from p import a\n")
+    files = sorted((tmp_path / "p").glob("*.py"))
+    assert circles(import_graph(files, tmp_path)) == []
+    (tmp_path / "p" / "a.py").write_text("from p import b\n")
+    assert circles(import_graph(files, tmp_path)) == [["p.a", "p.b"]]

@@ -17,6 +17,7 @@ import yaml
 from plan import stacks
 from plan.__main__ import main as plan_main
 from settings.loader import ConfigError, load
+from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,20 @@ def problems(document: Any) -> list[str]:
 
 def test_the_committed_schema_is_what_make_schema_writes() -> None:
     assert json.loads(COMMITTED.read_text()) == stack_file_schema(), "stale: run `make schema` and commit it"
+
+
+def test_the_committed_reference_is_what_make_schema_writes() -> None:
+    page = ROOT / "docs" / "configuration-reference.md"
+    assert page.read_text() == configuration_reference(), "stale: run `make schema` and commit it"
+
+
+def test_the_reference_lists_every_key_the_schema_allows_with_its_refusals() -> None:
+    page = configuration_reference()
+    for key in stack_file_schema()["properties"]["config"]["properties"]:
+        if key.startswith("tpu-slicing:"):
+            assert f"| `{key.removeprefix('tpu-slicing:')}` |" in page, key
+    assert "| `reservation.subBlocks` | list or null | `null` |  | sub-block listed twice;" in page
+    assert "| `namePrefix` | string | the stack's name |" in page
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
