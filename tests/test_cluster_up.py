@@ -12,12 +12,14 @@ provider (its cluster reports this plane's endpoint and CA) and the Command prov
 load-balancer controllers (gke_addons.py); the slice controller's webhook server (slice_webhook.py)
 and its admission check (slice_admission.py).
 
-Jobs: kwok completes every running pod a Job owns (its fast `pod-complete` Stage), so the Saxml
-publish Job and JetStream's smoke Job "succeed" without running their programs. On dev the
-smoke-pod stand-in (smoke_pod.py) passes the smoke test's pod instead, and the sub-slicing
-check's pods keep running, so the day-2 recipes meet a running low-priority workload for Kueue to
-preempt. The tests below say where they
-rely on this. Each stack's lifecycle runs once (`lifecycle`), its tests read the record.
+Jobs: kwok completes every running pod a Job owns (its fast `pod-complete` Stage), so JetStream's
+smoke Job "succeeds" without running its program. On dev the smoke-pod stand-in (smoke_pod.py)
+passes the smoke test's pod instead, and the sub-slicing check's pods keep running, so the day-2
+recipes meet a running low-priority workload for Kueue to preempt. On saxml-v5e the Saxml cell
+stand-in (sax_http.SaxCell) runs the publish Job's program against sax-http, whose every answer
+depends on what the cell's pods may do in the GCS root by the IAM members `up` created on the
+GCP stand-in; the model servers' JobSet pods keep running. The tests below say where they rely
+on this. Each stack's lifecycle runs once (`lifecycle`), its tests read the record.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from tests import controllers as ctl
 from tests import operations
 from tests.engine import Engine, Workspace, readme_stack
 from tests.standins import gcp_provider as gcp_standin
-from tests.standins import gke_addons, gke_auth_plugin, slice_admission, slice_webhook, smoke_pod
+from tests.standins import gke_addons, gke_auth_plugin, sax_http, slice_admission, slice_webhook, smoke_pod
+from tests.standins.gcp_project import Project
 from workloads import smoke_job
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
@@ -60,6 +63,8 @@ class Case:
     # pod-complete Stage: the slicing checks' pods keep running, as a check does for its minutes
     # on TPUs, so Kueue has a running low-priority workload to preempt.
     checks_keep_running: bool = False
+    # The publish Job's pod runs its program against the Saxml cell stand-in (sax_http.SaxCell).
+    sax_cell: bool = False
 
 
 CASES = {
@@ -77,6 +82,7 @@ CASES = {
         {},
         ("versions.saxHttpImage", "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.1"),
         "Deployment",
+        sax_cell=True,
     ),
     "jetstream-v5e": Case(
         "jetstream-v5e",
@@ -111,6 +117,8 @@ class Record:
     slices_left: list[str] = field(default_factory=list)  # and after destroy
     labelled_left: list[str] = field(default_factory=list)
     recipes: list[operations.RecipeRun] = field(default_factory=list)
+    sax_requests: list[sax_http.Recorded] = field(default_factory=list)  # what the publish Job asked sax-http
+    sax_ended: list[tuple[str, int, str]] = field(default_factory=list)  # its pods: (name, exit code, log)
 
 
 class Api:
@@ -203,7 +211,7 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
         cp.control_plane(
             cp.stack_nodes(config),
             service_cidr=str(config.network.service_cidr),
-            complete_jobs=not case.checks_keep_running,
+            complete_jobs=not (case.checks_keep_running or case.sax_cell),
         ) as plane,
         ctl.controllers(plane) as running,
     ):
@@ -216,9 +224,15 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
             pollers.append(smoke_pod.SmokePods(plane, config.serving.namespace, smoke_job.JOB_NAME))
         for poller in pollers:
             poller.start()
+        cell: sax_http.SaxCell | None = None
         try:
             api = Api(plane)
             ws = readme_stack(engine, case.stack, label, project=PROJECT_ID, token=TOKEN)
+            if case.sax_cell:  # it reads the IAM members of the project the stack's `up` fills
+                project = Project.at(Path(ws.env[gcp_standin.PROJECT_ENV]))
+                cell = sax_http.SaxCell(plane, config.serving.namespace, project)
+                pollers.append(cell)
+                cell.start()
             name = record.name = f"{case.stack}-new"
             for key, value in {"controllers.install": "false", **case.config}.items():
                 ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", value, "--stack", name)
@@ -309,6 +323,8 @@ def _run_lifecycle(engine: Engine, label: str, case: Case, base: Path) -> Record
                 record.labelled_left += [f"{kind} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
                                          for o in listed["items"]]  # fmt: skip
         finally:
+            if cell is not None:
+                record.sax_requests, record.sax_ended = list(cell.sax.requests), list(cell.ended)
             record.webhook_calls = list(webhook.calls)
             record.assigned = dict(balancers.assigned)
             for poller in reversed(pollers):
@@ -406,8 +422,9 @@ def test_every_object_of_the_stack_is_live_in_the_api_server(lifecycle: Record) 
 
 
 def test_every_job_ran_to_completion_in_the_simulation(lifecycle: Record) -> None:
-    """kwok completes every running pod a Job owns, so `Complete` here says the Job was admitted,
-    its pods were scheduled and started, and its success counted; not that its program passed."""
+    """kwok completes every running pod a Job owns (on saxml-v5e the Saxml cell stand-in runs the
+    publish program instead), so `Complete` here says the Job was admitted, its pods were scheduled
+    and started, and its success counted; that a program passed is the publish test's and dev's."""
     _ok(lifecycle, "up")
     jobs = {key: obj for key, obj in lifecycle.live.items() if key.startswith("Job ") and obj}
     for key, job in jobs.items():
@@ -563,3 +580,19 @@ def test_the_api_server_called_the_slice_webhooks_on_serving_workloads(lifecycle
     kinds = {kind for _path, kind, namespace in lifecycle.webhook_calls}
     assert {"LeaderWorkerSet", "Job", "JobSet"} <= kinds, lifecycle.webhook_calls  # serving, smoke test, check
     assert all(namespace not in slice_webhook.EXEMPT for _p, _k, namespace in lifecycle.webhook_calls)
+
+
+def test_the_saxml_publish_job_is_answered_through_sax_http(lifecycle: Record) -> None:
+    """The publish program the cluster holds ran against sax-http, each answer gated by what the
+    cell's pods may do in the GCS root (their IAM members on the GCP stand-in): it published the
+    stack's model and saw every replica active, so `up` waited on a real success."""
+    if not lifecycle.case.sax_cell:
+        pytest.skip("only saxml-v5e runs a Saxml cell")
+    _ok(lifecycle, "up")
+    assert lifecycle.sax_ended, "the publish Job's pod never ran"
+    assert [code for _pod, code, _log in lifecycle.sax_ended] == [0], lifecycle.sax_ended[-1][2][-3000:]
+    published = [r.body for r in lifecycle.sax_requests if (r.method, r.path) == ("POST", "/publish")]
+    config = cp.load_stack(lifecycle.case.stack)
+    assert [body.get("model") for body in published] == [config.serving.saxml.model_key], published
+    polled = [r for r in lifecycle.sax_requests if (r.method, r.path) == ("GET", "/listcell")]
+    assert polled, "the publish program never confirmed its replicas"

@@ -6,8 +6,11 @@
   key sets enforced, `/publish` echoes `path`, unknown paths `{"message": "Invalid Request"}`.
 
 `SaxHttp` is the server's state and contract; tests/test_saxml_publish.py scripts it around the
-publish program. What the cell's identities may do in its GCS root is judged apart, on the plan
-(tests/test_gcp_access.py); the publish Job on the local plane is still ended by kwok.
+publish program. On the local plane, `SaxCell` (below) wires it to the cluster: every call first
+reads the cell's GCS root as the sax-http pod's identity (tests/standins/gcp_access.py judges it
+against the IAM members the stack created on the GCP stand-in), a model's active replicas are
+capped by the model-server slices that can join the cell, and the publish Job's pod runs the
+publish script the cluster holds against it (the kubelet's part, as tests/standins/smoke_pod.py).
 
 What it cannot show: the admin server's election and its address file, a model server loading a
 checkpoint, `/generate`, and the real sax-http's exact error texts (only their shape is known).
@@ -16,10 +19,27 @@ checkpoint, `/generate`, and the real sax-http's exact error texts (only their s
 from __future__ import annotations
 
 import dataclasses
+import http.server
 import json
 import threading
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests import control_plane as cp
+from tests.standins import smoke_pod
+from tests.standins.gcp_access import OBJECT_CREATE, OBJECT_GET, Workload, refuse_object_access
+from tests.standins.gcp_project import Project
+
+# The cell's objects as workloads/saxml.py names them (the Deployments' `app`, the publish Job).
+HTTP_APP = "sax-http"
+ADMIN_APP = "sax-admin-server"
+PUBLISH_JOB = "sax-publish"
+# The labels JobSet puts on its pods (sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go) and the
+# Job controller's completion index (batch/v1 `batch.kubernetes.io/job-completion-index`).
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 @dataclasses.dataclass
@@ -63,6 +83,10 @@ class SaxHttp:
         # Publish succeeds but does not store the model (a "lost" model).
         self.forget_after_publish = False
         self.url = ""
+        # What the cell's GCS root answers the Sax client (None: it is readable), and how many
+        # model servers could join the cell; both None unless a plane wires them (SaxCell).
+        self.gate: Callable[[], str | None] | None = None
+        self.active_limit: Callable[[], int] | None = None
 
     # -- helpers for tests ---------------------------------------------------
 
@@ -84,10 +108,15 @@ class SaxHttp:
             return 400, {"Error": message}
         return 422, {"detail": [{"loc": ["body", field], "msg": message, "type": "value_error"}]}
 
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any]:  # noqa: PLR0911 (one per path)
         with self.lock:
             if (method, path) == ("GET", "/"):
                 return 200, {"message": "HTTP Server for SAX Client"}
+            # The Sax client behind every other path first finds the admin server in the cell's
+            # GCS root (saxml client/go/admin.go -> common/addr.go -> common/platform/cloud.go).
+            refused = self.gate() if self.gate is not None else None
+            if refused is not None:
+                return self.error(500, refused)
             if (method, path) == ("GET", "/listcell"):
                 return self.listcell(body)
             if (method, path) == ("POST", "/publish"):
@@ -114,10 +143,13 @@ class SaxHttp:
             "model_path": model.model_path,
             "checkpoint": model.checkpoint,
             "max_replicas": model.replicas,
-            "active_replicas": model.active(),
+            "active_replicas": self._active(model),
         }
         model.polls_until_active = max(0, model.polls_until_active - 1)
         return 200, answer
+
+    def _active(self, model: PublishedModel) -> int:
+        return model.active() if self.active_limit is None else min(model.active(), self.active_limit())
 
     def publish(self, body: Any) -> tuple[int, Any]:
         fields = ("model", "model_path", "checkpoint", "replicas")
@@ -182,3 +214,91 @@ def handler_for(fake: SaxHttp) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+# --- the cell on the local plane ------------------------------------------------------------------
+
+GIVE_UP_SLACK = 60  # seconds past the script's own deadline before the kubelet stand-in stops it
+
+
+def _bucket_and_prefix(sax_root: str) -> tuple[str, str]:
+    """`gs://B/sax-root` -> ("B", "sax-root/")."""
+    path = sax_root.removeprefix("gs://")
+    bucket, _, prefix = path.partition("/")
+    return bucket, prefix.strip("/") + "/"
+
+
+class SaxCell(smoke_pod.JobPods):
+    """A Saxml cell on the local plane: sax-http's answers judged by what the cell's pods may do in GCS,
+    and the kubelet's part for the publish Job's pod (it runs the script the cluster holds)."""
+
+    name = "sax-cell-stand-in"
+
+    def __init__(self, plane: cp.ControlPlane, namespace: str, project: Project, *, gen: int = 1) -> None:
+        super().__init__(plane, namespace, PUBLISH_JOB)
+        self.project = project
+        self.sax = SaxHttp(gen)
+        self.sax.gate = self.refusal
+        self.sax.active_limit = self.joinable_slices
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self.sax))
+        self.sax.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    # --- what the cell's pods may do in GCS
+
+    def _get(self, path: str) -> dict[str, Any]:
+        return dict(self.plane.request("GET", f"/api/v1/namespaces/{self.namespace}{path}"))
+
+    def _deployment(self, app: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.plane.request("GET", f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{app}"))
+        except cp.ApiError:
+            return None
+
+    def _workload(self, pod_spec: Mapping[str, Any]) -> Workload:
+        account = str(pod_spec.get("serviceAccountName") or "default")
+        ksa = self._get(f"/serviceaccounts/{account}")
+        return Workload.of(self.namespace, account, ksa["metadata"].get("annotations"))
+
+    def refusal(self) -> str | None:
+        """What the Sax client inside sax-http meets reading the cell's root, as its error text."""
+        http_server, admin = self._deployment(HTTP_APP), self._deployment(ADMIN_APP)
+        if http_server is None or admin is None:
+            return "sax-http or the admin server is not deployed"
+        spec = http_server["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value", "") for e in spec["containers"][0].get("env") or []}
+        bucket, prefix = _bucket_and_prefix(env.get("SAX_ROOT", ""))
+        refused = refuse_object_access(self.project, self._workload(spec), bucket, prefix, OBJECT_GET)
+        if refused is not None:
+            return refused.message
+        # The admin server writes its address under the root; one that may not write leaves none.
+        admin_spec = admin["spec"]["template"]["spec"]
+        if refuse_object_access(self.project, self._workload(admin_spec), bucket, prefix, OBJECT_CREATE):
+            return "storage: object doesn't exist"  # cloud.google.com/go/storage ErrObjectNotExist
+        return None
+
+    def joinable_slices(self) -> int:
+        """Model-server slices whose first host runs and may read the cell's root (it joins the cell)."""
+        pods = self.plane.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods", query={"labelSelector": f"{JOBSET_NAME}"}
+        )["items"]
+        joined = set()
+        for pod in pods:
+            labels = pod["metadata"].get("labels") or {}
+            if pod["status"].get("phase") != "Running" or labels.get(COMPLETION_INDEX) != "0":
+                continue
+            spec = pod["spec"]
+            env = {e["name"]: e.get("value", "") for e in spec["containers"][0].get("env") or []}
+            if "SAX_ROOT" not in env:
+                continue
+            bucket, prefix = _bucket_and_prefix(env["SAX_ROOT"])
+            if refuse_object_access(self.project, self._workload(spec), bucket, prefix, OBJECT_GET) is None:
+                joined.add((labels.get(JOBSET_NAME), labels.get(JOB_INDEX)))
+        return len(joined)
+
+    # --- the publish Job's pod
+
+    def outcome(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
+        env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        deadline = float(env.get("SAX_PUBLISH_DEADLINE_SECONDS") or 600)
+        # SAX_HTTP_URL: the Service's address, as the cluster's DNS would answer it.
+        return self.run_script(pod, container, {"SAX_HTTP_URL": self.sax.url}, timeout=deadline + GIVE_UP_SLACK)
