@@ -36,6 +36,11 @@ PLAN_CODE = (
     "plan/render.py",
     "plan/stacks.py",
     "domain/admission.py",
+    "domain/admission_cubes.py",
+    "domain/admission_preemption.py",
+    "domain/admission_render.py",
+    "domain/admission_replay.py",
+    "domain/admission_requests.py",
     "settings/loader.py",
     "settings/stack_file.py",
 )
