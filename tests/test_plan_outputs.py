@@ -87,16 +87,20 @@ def test_the_generated_files_are_written_only_by_their_generator() -> None:
 
 
 def test_make_docs_writes_exactly_the_generated_files() -> None:
+    """`make docs` and `make schema` write every generated tracked file, each by its own generator."""
     makefile = (ROOT / "Makefile").read_text()
-    recipe = re.search(r"^docs:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
-    assert recipe is not None
     written = set()
-    for line in recipe.group(1).splitlines():
-        words = shlex.split(line.strip().lstrip("-"))
-        stack = words[words.index("--stack") + 1]
-        for option in ("--mermaid", "--dot", "--image"):
-            if option in words:
-                written.add((words[words.index(option) + 1], Generator(words[words.index("graph")], stack, option)))
+    for target in ("docs", "schema"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+        assert recipe is not None, target
+        for line in recipe.group(1).splitlines():
+            words = shlex.split(line.strip().lstrip("-"))
+            command = words[words.index("plan") + 1]
+            stack = words[words.index("--stack") + 1] if "--stack" in words else None
+            for option in ("--mermaid", "--dot", "--image", "--out", "--reference"):
+                if option in words:
+                    path = words[words.index(option) + 1]
+                    written.add((path, Generator(command, stack, option, target=target)))
     generated = {(path, generator) for path, generator in written if not path.startswith("build/")}
     assert generated == set(GENERATED.items())
     tracked = subprocess.run(
