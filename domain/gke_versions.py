@@ -12,11 +12,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+# Matched on the whole string (`fullmatch`: `$` would let a final "\n" through) and ASCII digits only
+# (`\d` alone matches any script's digits, which int() would read): settings/names.py says why.
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)-gke\.(\d+)", re.ASCII)
 
 
 def version_key(version: str) -> tuple[int, int, int, int]:
-    match = _GKE_VERSION.match(version)
+    match = _GKE_VERSION.fullmatch(version) if isinstance(version, str) else None
     if not match:
         raise ValueError(f"{version!r} is not a GKE version like 1.36.0-gke.3712000")
     major, minor, patch, build = (int(g) for g in match.groups())
@@ -69,7 +71,7 @@ def choose(offered: OfferedVersions, channel: str, prefix: str | None, floor: st
     """
 
     def fits(version: str) -> bool:
-        if not _GKE_VERSION.match(version):
+        if not _GKE_VERSION.fullmatch(version):
             return False
         if prefix and not version.startswith(prefix):
             return False

@@ -26,7 +26,8 @@ from operator import mul
 
 GIB = 1024**3
 
-_SHAPE_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
+# Matched with `fullmatch` (`$` would let a final "\n" through; settings/names.py says why).
+_SHAPE_RE = re.compile(r"[1-9][0-9]*(x[1-9][0-9]*){1,2}", re.ASCII)
 
 
 class TopologyError(ValueError):
@@ -41,7 +42,7 @@ class Topology:
 
     @classmethod
     def parse(cls, text: str) -> Topology:
-        if not isinstance(text, str) or not _SHAPE_RE.match(text):
+        if not isinstance(text, str) or not _SHAPE_RE.fullmatch(text):
             raise TopologyError(
                 f"{text!r} is not a slice shape: expected AxB or AxBxC with positive integers, e.g. 2x2x2"
             )

@@ -55,6 +55,7 @@ from pulumi_policy.proxy import (
 from settings.credentials import ALLOWED as CREDENTIALS_ALLOWED
 from settings.credentials import kind_of as credential_kind
 from settings.exposure import SOURCE_RANGES_ALLOWED, source_ranges_problem
+from settings.names import NameRule
 from settings.pins import CHART_ALLOWED, IMAGE_ALLOWED, chart_problem, image_problem
 
 PACK_NAME = "tpu-slicing-guardrails"
@@ -80,7 +81,11 @@ TPU_MACHINE_PREFIXES = (TPU7X_PREFIX, "ct6e-", "ct5p-", "ct5lp-", "ct5l-", "ct4p
 SPECIFIC_RESERVATION = "SPECIFIC_RESERVATION"
 NO_RESERVATION = "NO_RESERVATION"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-RESERVATION_PATH = re.compile(r"^projects/[^/]+/reservations/[^/]+(/[^/]+/[^/]+)*$")
+# Whole string, no whitespace in a segment (settings/names.py: `$` let a final "\n" through).
+RESERVATION_PATH = NameRule(
+    r"projects/[^/\s]+/reservations/[^/\s]+(/[^/\s]+/[^/\s]+)*",
+    "projects/<project>/reservations/<name>[/<kind>/<name>...]",
+)
 
 JUMBO_MTU = 8896
 
@@ -257,7 +262,7 @@ def _reservation_problems(machine_type: str, affinity: Any, prefix: str | None) 
             " 'projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]'"
         )
     for value in names:
-        if not isinstance(value, str) or not RESERVATION_PATH.match(value):
+        if not isinstance(value, str) or not RESERVATION_PATH.matches(value):
             problems.append(
                 f"nodeConfig.reservationAffinity.values has {_show(value)}; allowed: a reservation path"
                 " 'projects/P/reservations/R[/reservationBlocks/B[/reservationSubBlocks/S]]'"

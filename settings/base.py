@@ -5,10 +5,21 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from domain import topology
+from settings import names
 
 
 def _shape(value: str) -> str:
@@ -17,6 +28,14 @@ def _shape(value: str) -> str:
 
 
 Shape = Annotated[str, AfterValidator(_shape)]
+
+
+class OwnCharacters:
+    """A field's marker (`Annotated[str, ..., OWN_CHARACTERS]`): its own rule refuses whitespace, control
+    and invisible characters in its own words, and speaks first; settings/names.py's check runs after it."""
+
+
+OWN_CHARACTERS = OwnCharacters()
 
 
 class ProblemsError(ValueError):
@@ -52,3 +71,40 @@ class StrictModel(BaseModel):
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown key {key!r}{hint} Allowed keys: {', '.join(sorted(known))}")
         return data
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _visible(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """Every string of the stack, and every string in a list of them, holds only characters a reader
+        can see and tell apart (settings/names.py); secrets are not read here."""
+        if not isinstance(value, str | list | tuple):
+            return handler(value)
+        field = cls.model_fields[info.field_name] if info.field_name else None
+        if field is None or SecretStr in getattr(field.annotation, "__args__", (field.annotation,)):
+            return handler(value)
+        if any(isinstance(m, OwnCharacters) for m in field.metadata):
+            return cls._own_characters_first(value, handler)
+        problem = names.text_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return handler(value)
+
+    @classmethod
+    def _own_characters_first(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """The field's own rule speaks first; when it refuses a value without naming the character a
+        reader cannot see, the message names it too."""
+        try:
+            result = handler(value)
+        except ValidationError as err:
+            found = names.first_problem(value)
+            errors = err.errors()
+            if found is None or len(errors) != 1 or errors[0]["type"] != "value_error":
+                raise
+            message = str(errors[0]["msg"]).removeprefix("Value error, ")
+            if names.codepoint(found.char) in message:
+                raise
+            raise ValueError(f"{message} (it holds {found.problem})") from None
+        problem = names.text_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return result

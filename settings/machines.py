@@ -7,36 +7,87 @@ settings refuse a `cluster.systemMachineType` smaller than the largest such pod 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from settings.names import NameRule
 
 GIB_MIB = 1024
 
-# GCE predefined machine types (cloud.google.com/compute/docs/general-purpose-machines and
-# compute-optimized-machines, checked 2026-11): vCPUs are the number in the name; memory is a fixed
-# GiB per vCPU for each family (the API's memoryMb: n2-standard-8 = 32768 MB = 32 GiB), and only the
-# sizes listed exist. Shared-core e2-micro/small/medium are left out: GKE's allocatable for them is
-# not given by the formula below.
+# GCE predefined machine types of the general-purpose x86 series (cloud.google.com/compute/docs/
+# general-purpose-machines, checked 2026-11; N1 and N2D also in /compute/docs/machine-resource): vCPUs are
+# the number in the name; memory is a fixed GiB per vCPU for each family (the API's memoryMb:
+# n2-standard-8 = 32768 MB = 32 GiB, n1-standard-1 = 3840 MB = 3.75 GiB), and only the sizes listed exist.
+# Shared-core e2-micro/small/medium and f1/g1 are left out: GKE's allocatable for them is not given by the
+# formula below. A general-purpose series not listed (C4, C4D, N4D) is refused as unknown, not tainted:
+# the program cannot say what it leaves for pods.
 _SIZES_E2 = (2, 4, 8, 16, 32)
+_SIZES_N1 = (2, 4, 8, 16, 32, 64, 96)
 _SIZES_N2 = (2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
+_SIZES_N2D = (2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224)
 _SIZES_N4 = (2, 4, 8, 16, 32, 48, 64, 80)
 _SIZES_C3 = (4, 8, 22, 44, 88, 176)
-FAMILIES: dict[str, tuple[int, tuple[int, ...]]] = {
+_SIZES_C3D = (4, 8, 16, 30, 60, 90, 180, 360)
+FAMILIES: dict[str, tuple[float, tuple[int, ...]]] = {
     # family: (GiB per vCPU, vCPU sizes)
     "e2-standard": (4, _SIZES_E2),
     "e2-highmem": (8, (2, 4, 8, 16)),
     "e2-highcpu": (1, _SIZES_E2),
+    "n1-standard": (3.75, (1, *_SIZES_N1)),
+    "n1-highmem": (6.5, _SIZES_N1),
+    "n1-highcpu": (0.9, _SIZES_N1),
     "n2-standard": (4, _SIZES_N2),
     "n2-highmem": (8, _SIZES_N2),
     "n2-highcpu": (1, _SIZES_N2[:-1]),  # n2-highcpu stops at 96
+    "n2d-standard": (4, _SIZES_N2D),
+    "n2d-highmem": (8, _SIZES_N2D[:-2]),  # n2d-highmem stops at 96
+    "n2d-highcpu": (1, _SIZES_N2D),
     "n4-standard": (4, _SIZES_N4),
     "n4-highmem": (8, _SIZES_N4),
     "n4-highcpu": (2, _SIZES_N4),  # N4 and C3 highcpu have 2 GiB per vCPU, N2 and E2 1 GiB
+    "t2d-standard": (4, (1, 2, 4, 8, 16, 32, 48, 60)),
     "c3-standard": (4, _SIZES_C3),
     "c3-highmem": (8, _SIZES_C3),
     "c3-highcpu": (2, _SIZES_C3),
+    "c3d-standard": (4, _SIZES_C3D),
+    "c3d-highmem": (8, _SIZES_C3D),
+    "c3d-highcpu": (2, _SIZES_C3D),
 }
-_NAME = re.compile(r"^(?P<family>[a-z0-9]+-[a-z]+)-(?P<vcpus>[0-9]+)$")
+_NAME = NameRule(r"(?P<family>[a-z][a-z0-9]*-[a-z]+)-(?P<vcpus>[0-9]+)", "<series>-<kind>-<vCPUs>")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A machine series GKE taints, so that no pod without the toleration is scheduled there (GKE, "Control
+    scheduling with node taints", cloud.google.com/kubernetes-engine/docs/how-to/node-taints): TPU nodes,
+    GPU nodes and Arm nodes, each page cited in `source`. The system pool's pods (controllers, router,
+    Saxml admin and HTTP servers, smoke Job) carry none of these tolerations."""
+
+    kind: str  # with its article: "an Arm"
+    series: NameRule
+    taint: str
+    source: str
+
+
+TAINTS: tuple[Taint, ...] = (
+    Taint(
+        "a TPU",
+        NameRule(r"ct[0-9][a-z0-9]*|tpu[a-z0-9]*", "ct5lp, ct6e, tpu7x, ..."),
+        "google.com/tpu=present:NoSchedule",
+        "cloud.google.com/kubernetes-engine/docs/how-to/tpus",
+    ),
+    Taint(
+        "a GPU (accelerator-optimized)",
+        NameRule(r"a[0-9][a-z0-9]*|g[2-9][a-z0-9]*", "a2, a3, a4, a4x, g2, g4, ..."),  # g1-small is N1's
+        "nvidia.com/gpu=present:NoSchedule",
+        "cloud.google.com/kubernetes-engine/docs/how-to/gpus",
+    ),
+    Taint(
+        "an Arm",
+        NameRule(r"[a-z][0-9]+a", "t2a, c4a, n4a, ..."),
+        "kubernetes.io/arch=arm64:NoSchedule",
+        "cloud.google.com/kubernetes-engine/docs/how-to/prepare-arm-workloads-for-deployment",
+    ),
+)
 
 
 class MachineTypeError(ValueError):
@@ -47,7 +98,7 @@ class MachineTypeError(ValueError):
 class Machine:
     name: str
     vcpus: int
-    memory_gib: int
+    memory_gib: float
 
     @property
     def family(self) -> str:
@@ -59,16 +110,34 @@ class Machine:
 
     @property
     def allocatable_memory_mib(self) -> int:
-        return self.memory_gib * GIB_MIB - reserved_memory_mib(self.memory_gib)
+        return round(self.memory_gib * GIB_MIB) - reserved_memory_mib(self.memory_gib)
+
+
+def _known() -> str:
+    return ", ".join(f"{family}-N" for family in FAMILIES)
+
+
+def taint_of(name: str) -> Taint | None:
+    """The taint GKE puts on nodes of `name`'s series, or None."""
+    series = name.split("-", 1)[0]
+    return next((taint for taint in TAINTS if taint.series.matches(series)), None)
 
 
 def machine(name: str) -> Machine:
     """The vCPUs and memory of a predefined GCE machine type, from its name."""
+    taint = taint_of(name)
+    if taint is not None:
+        raise MachineTypeError(
+            f"{name!r} is {taint.kind} machine type: GKE taints such nodes {taint.taint} ({taint.source}), and "
+            f"the system pool's pods tolerate no such taint, so they would stay Pending; allowed: a general-purpose "
+            f"x86 machine type GKE leaves untainted, known: {_known()}"
+        )
     match = _NAME.match(name)
     family = match.group("family") if match else name
     if family not in FAMILIES:
         raise MachineTypeError(
-            f"{name!r} is not a machine type of a known family; known: {', '.join(f'{f}-N' for f in FAMILIES)}"
+            f"{name!r} is not a machine type of a known family (the program computes what GKE leaves of each for "
+            f"pods); known: {_known()}"
         )
     per_vcpu, sizes = FAMILIES[family]
     vcpus = int(match.group("vcpus")) if match else 0
@@ -91,7 +160,7 @@ def reserved_millicpu(vcpus: int) -> int:
     return round(reserved + left * 2.5)
 
 
-def reserved_memory_mib(memory_gib: int) -> int:
+def reserved_memory_mib(memory_gib: float) -> int:
     """Memory GKE reserves (GKE docs, "Plan node sizes", memory reservations): 25% of the first 4 GiB,
     20% of the next 4, 10% of the next 8, 6% of the next 112 and 2% above 128 GiB, plus the kubelet's
     100 MiB eviction threshold (255 MiB for machines under 1 GiB, which the catalog has none of)."""

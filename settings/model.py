@@ -11,7 +11,6 @@ with the classes it refuses (settings/refusals.py collects them): `rules_network
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
@@ -32,7 +31,8 @@ from settings import (
     rules_serving,
     rules_versions,
 )
-from settings.base import ProblemsError, Shape, StrictModel
+from settings.base import OWN_CHARACTERS, ProblemsError, Shape, StrictModel
+from settings.names import NameRule
 from settings.naming import Names
 from settings.rules_backends import Backend
 from settings.rules_cluster import SUBSLICING_MIN_GKE, SUPERSLICING_MIN_GKE, ExclusionScope, ReleaseChannel
@@ -41,29 +41,31 @@ from settings.rules_serving import SMOKE_DEADLINE_MAX
 from settings.serving_model import ModelConfig
 from settings.vllm import RoleConfig, VllmConfig
 
-RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-RFC1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RFC1035 = NameRule(
+    r"[a-z]([-a-z0-9]*[a-z0-9])?", "lowercase letters, digits and '-', starting with a letter, not ending with '-'"
+)
+RFC1123 = NameRule(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "lowercase letters, digits and '-', starting and ending with a letter or digit"
+)
 
 
 def _rfc1035(value: str) -> str:
-    if not RFC1035.match(value):
-        raise ValueError(f"{value!r} is not a valid name: lowercase letters, digits and '-', starting with a letter")
+    if not RFC1035.matches(value):
+        raise ValueError(f"{value!r} is not a valid name: {RFC1035.allowed}")
     return value
 
 
 ChartVersion = Annotated[str, AfterValidator(rules_versions.pinned_chart)]
-Image = Annotated[str, AfterValidator(rules_versions.pinned_image)]
+# settings/pins.py names the whitespace and control characters of an image in the API server's words.
+Image = Annotated[str, AfterValidator(rules_versions.pinned_image), OWN_CHARACTERS]
 DnsLabel = Annotated[str, Field(max_length=63), AfterValidator(_rfc1035)]
 
 
 def _rfc1123(value: str) -> str:
     # Namespace names are RFC 1123 labels (k8s.io/apimachinery validation ValidateNamespaceName ->
     # IsDNS1123Label): a leading digit is allowed, unlike the RFC 1035 labels of Service names.
-    if not RFC1123.match(value):
-        raise ValueError(
-            f"{value!r} is not a namespace name: lowercase letters, digits and '-', starting and ending with a "
-            "letter or digit"
-        )
+    if not RFC1123.matches(value):
+        raise ValueError(f"{value!r} is not a namespace name: {RFC1123.allowed}")
     return value
 
 
@@ -128,7 +130,9 @@ class ClusterConfig(StrictModel):
     version_prefix: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+\.([0-9]+-gke\.)?$")
     # Default: RAPID for TPU7x dynamic slicing (the only channel offering it), REGULAR otherwise.
     release_channel: ReleaseChannel | None = None
-    system_machine_type: str = Field("n2-standard-32", pattern=r"^[a-z0-9]+-[a-z0-9]+(-[0-9]+)?$")
+    # The shape of a GCE machine type name; settings/machines.py judges the rest (a predefined type of a
+    # series GKE leaves untainted, large enough for the backend's system pods).
+    system_machine_type: str = Field("n2-standard-32", pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
     system_nodes_per_zone: int = Field(1, ge=1, le=10)
     deletion_protection: bool = True
     # Pulumi `protect` on the cluster and every node pool: the engine refuses a destroy (or a
@@ -408,7 +412,7 @@ class ControllersConfig(StrictModel):
     install: bool = True
     # A mirror of registry.k8s.io (an Artifact Registry remote repository) in its place: each chart is
     # <chartRegistry>/<component>/charts/<component> (k8s/controllers.py), its version still versions.*.
-    chart_registry: Annotated[str, AfterValidator(rules_versions.chart_registry)] = oci_registry.DEFAULT
+    chart_registry: Annotated[str, AfterValidator(rules_versions.chart_registry), OWN_CHARACTERS] = oci_registry.DEFAULT
 
 
 class StackConfig(StrictModel):

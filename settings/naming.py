@@ -18,6 +18,10 @@ COMPUTE_LIMIT = 63
 GKE_LIMIT = 40
 POOL_HASH_CHARACTERS = 6  # of a long key's sha256: what keeps two shortened pool names apart
 SERVICE_ACCOUNT_LIMIT = 30
+# Kubernetes: a workload names its priority class in the label kueue.x-k8s.io/priority-class, and a label
+# value is at most 63 characters (k8s.io/apimachinery validation IsValidLabelValue); the other cluster-scoped
+# Kueue names are kept to the same 63, an RFC 1123 label (DNS1123LabelMaxLength). Every derived name is
+# measured whole, prefix and suffix included.
 K8S_NAME_LIMIT = 63
 
 
@@ -137,6 +141,9 @@ class Names:
             ("node service account", self.node_service_account, SERVICE_ACCOUNT_LIMIT),
             ("Saxml service account", self.sax_account, SERVICE_ACCOUNT_LIMIT),
             ("Kueue topology", self.kueue_topology, K8S_NAME_LIMIT),
+            ("Kueue resource flavor", self.resource_flavor, K8S_NAME_LIMIT),
+            ("Kueue admission check", self.admission_check, K8S_NAME_LIMIT),
+            ("Kueue cluster queue", self.cluster_queue, K8S_NAME_LIMIT),
             ("priority class", self.priority_class("medium"), K8S_NAME_LIMIT),
         ]
 

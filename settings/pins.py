@@ -21,34 +21,40 @@ from __future__ import annotations
 
 import re
 
+from settings import names
+from settings.names import NameRule, character_problem
+
 # Channel words: a tag that is one of them, or starts with one and a separator, follows new builds.
 CHANNEL_WORDS = frozenset(
     {"latest", "main", "master", "nightly", "stable", "edge", "dev", "develop", "head", "canary", "rolling"}
 )
 # Reference grammar (distribution/reference, reference.go): lowercase path components, an optional
-# registry port, a tag of at most 128 characters, an optional digest.
-_IMAGE = re.compile(
-    r"^(?P<repo>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+(?=/))?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
-    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>[^@]*))?$"
+# registry port, a tag of at most 128 characters, an optional digest. Every rule here is ASCII (`\d` is
+# 0-9 only) and matched on the whole string (settings/names.py).
+_IMAGE = NameRule(
+    r"(?P<repo>[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+(?=/))?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
+    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>[^@]*))?",
+    "[registry[:port]/]lowercase/path[:tag][@sha256:<64 hex>]",
 )
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_FULL_VERSION = re.compile(r"(?<![0-9.])\d+\.\d+\.\d+(?![0-9])")
-_DATE = re.compile(r"(?<![0-9])20\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(?![0-9])")
+DIGEST = NameRule(r"sha256:[0-9a-f]{64}", "sha256:<64 lowercase hex>")
+_FULL_VERSION = re.compile(r"(?<![0-9.])\d+\.\d+\.\d+(?![0-9])", re.ASCII)
+_DATE = re.compile(r"(?<![0-9])20\d{2}-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(?![0-9])", re.ASCII)
 _COMMIT = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
-_MAJOR_ONLY = re.compile(r"^v?\d+$")
+_MAJOR_ONLY = NameRule(r"v?\d+", "a major version")
 # A version after a base-OS word is the OS's (ubuntu-22.04.4, alpine3.20.1), not the image's own build:
 # the publisher re-pushes that tag at every build on the same base.
 _OS_VERSION = re.compile(
     r"(?<![A-Za-z])(ubuntu|debian|alpine|centos|rocky|rockylinux|ubi|almalinux|amazonlinux|bookworm|bullseye|trixie|"
     r"jammy|noble|focal)[-_.]?\d+(\.\d+)*",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 # Tokens that mark a moving build even after a version (v0.26.0-nightly, 1.2.3-SNAPSHOT).
 _CHANNEL_SUFFIXES = CHANNEL_WORDS | {"snapshot", "unstable", "preview-latest"}
 # Semantic Versioning 2.0.0's grammar (semver.org), with the `v` the LWS chart tags carry.
-SEMVER = re.compile(
-    r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
+SEMVER = NameRule(
+    r"v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?",
+    "an exact semantic version",
 )
 
 IMAGE_ALLOWED = (
@@ -81,7 +87,7 @@ def _version_problem(tag: str) -> str | None:
         return None
     if own != tag:
         return "its only version is the base OS's, not the image's own build"
-    if _MAJOR_ONLY.match(tag):
+    if _MAJOR_ONLY.matches(tag):
         return "a major-version line"
     return "no full x.y.z version, date or commit: a line that is re-pushed"
 
@@ -102,10 +108,11 @@ def _characters_problem(image: str) -> str | None:
     # whitespace"); inside a reference, whitespace and control characters break the grammar below.
     if image != image.strip():
         return "leading or trailing whitespace (the API server refuses such a Pod)"
-    bad = next((c for c in image if c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    bad = next((c for c in image if c.isspace()), None)
     if bad is not None:
-        return f"the character {bad!r} inside it (the API server refuses such a Pod)"
-    return None
+        return f"the character {names.codepoint(bad)} inside it (the API server refuses such a Pod)"
+    characters = character_problem(image, space=False)
+    return f"{characters} (the API server refuses such a Pod)" if characters else None
 
 
 def image_problem(image: str) -> str | None:
@@ -116,7 +123,7 @@ def image_problem(image: str) -> str | None:
     match = _IMAGE.match(image)
     if "@" in image:
         digest = image.split("@", 1)[1]
-        if not DIGEST.match(digest):
+        if not DIGEST.matches(digest):
             return f"malformed digest '{digest}' (expected sha256:<64 lowercase hex>)"
     if match is None:
         return (
@@ -132,9 +139,8 @@ def image_problem(image: str) -> str | None:
 
 def chart_problem(version: str) -> str | None:
     """Why a Helm chart version is not one exact release, or None when it is."""
-    text = version.strip()
-    if SEMVER.match(text):
+    if SEMVER.matches(version):
         return None
-    if _channel(text) or _MAJOR_ONLY.match(text):
-        return f"the moving version '{version}'"
-    return f"'{version}', not an exact semantic version"
+    if _channel(version.strip()) or _MAJOR_ONLY.matches(version.strip()):
+        return f"the moving version {version!r}"
+    return f"{version!r}, not an exact semantic version"

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from settings import credentials, loader, model, stack_file
+from settings import credentials, loader, model, names, stack_file
 from settings.base import StrictModel
 from settings.model import NetworkConfig, StackConfig
 from settings.refused import RefusedClass
@@ -142,6 +142,28 @@ _READING: tuple[RefusedClass, ...] = (
         {"namePrefix": "a" * 21},
         "namePrefix",
         "20",
+    ),
+    # --- characters of every string (settings/names.py, run on each field by settings/base.py)
+    RefusedClass(
+        "invisible character in a string",
+        names.text_problem,
+        {"serving": {"model": {"name": "Qwen/Qwen3.5-397B\u200b-A17B-FP8"}}},
+        "serving.model.name",
+        "U+200B ZERO WIDTH SPACE",
+    ),
+    RefusedClass(
+        "look-alike character in a name",
+        names.text_problem,
+        {"serving": {"gateway": {"name": "inference-\uff47ateway"}}},
+        "serving.gateway.name",
+        "no compatibility forms that NFKC normalization changes",
+    ),
+    RefusedClass(
+        "trailing newline in a name",
+        names.text_problem,
+        {"serving": {"namespace": "llm-d-pd-disaggregation\n"}},
+        "serving.namespace",
+        "U+000A LINE FEED",
     ),
 )
 

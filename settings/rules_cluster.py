@@ -213,8 +213,15 @@ REFUSED: tuple[RefusedClass, ...] = (
     RefusedClass(
         "system machine of an unknown family or size",
         machines.machine,
-        {"cluster": {"systemMachineType": "t2d-standard-8"}},
+        {"cluster": {"systemMachineType": "m3-ultramem-32"}},
         "cluster.systemMachineType",
         "known: e2-standard-N",
+    ),
+    RefusedClass(
+        "system machine of a series GKE taints",
+        machines.machine,
+        {"cluster": {"systemMachineType": "t2a-standard-8"}},
+        "cluster.systemMachineType",
+        "GKE taints such nodes kubernetes.io/arch=arm64:NoSchedule",
     ),
 )

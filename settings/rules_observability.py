@@ -6,19 +6,26 @@ alerts are on, and `podMonitoring` on, since the alert policies read the model s
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
+from settings.names import NameRule
 from settings.refused import RefusedClass
 
 if TYPE_CHECKING:
     from settings.model import StackConfig
 
 
+# Cloud Monitoring's resource name of a channel, the project by its id (6 to 30 characters).
+NOTIFICATION_CHANNEL = NameRule(
+    r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+",
+    "projects/<project>/notificationChannels/<id>",
+)
+
+
 def notification_channels(value: list[str]) -> list[str]:
     for channel in value:
-        if not re.match(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$", channel):
-            raise ValueError(f"{channel!r} is not a notification channel: projects/<project>/notificationChannels/<id>")
+        if not NOTIFICATION_CHANNEL.matches(channel):
+            raise ValueError(f"{channel!r} is not a notification channel: {NOTIFICATION_CHANNEL.allowed}")
     return value
 
 

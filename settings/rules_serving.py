@@ -10,12 +10,12 @@ checks (settings/vllm.py). What the Saxml and JetStream engines need is settings
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from domain import topology
 from domain.serving_budget import BUDGET
 from settings import serving_model, storage_names
+from settings.names import NameRule
 from settings.refused import RefusedClass
 from settings.rules_backends import Backend
 from settings.rules_capacity import as_subslice
@@ -43,13 +43,13 @@ def own_namespace(value: str) -> str:
     return value
 
 
-RUN_ID = re.compile(r"^[a-z0-9-]{1,32}$")
+RUN_ID = NameRule(r"[a-z0-9-]{1,32}", "1 to 32 lowercase letters, digits and '-'")
 
 
 def run_id(value: str | None) -> str | None:
     # The alphabet of Kubernetes names, so the smoke Job may carry it in object names and labels.
-    if value is not None and not RUN_ID.match(value):
-        raise ValueError(f"{value!r} is not a run id: allowed are 1 to 32 lowercase letters, digits and '-'")
+    if value is not None and not RUN_ID.matches(value):
+        raise ValueError(f"{value!r} is not a run id: allowed are {RUN_ID.allowed}")
     return value
 
 
@@ -161,7 +161,7 @@ REFUSED: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "model path not inside the bucket",
-        ModelConfig._object_path,
+        serving_model.object_path,
         {"serving": {"model": {"path": "gs://b/models/x"}}},
         "serving.model.path",
         "without a leading '/' or gs://",
@@ -182,7 +182,7 @@ REFUSED: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "object path no reader resolves",
-        ModelConfig._object_path,
+        serving_model.object_path,
         {"serving": {"model": {"path": "models/../other"}}},
         "serving.model.path",
         storage_names.OBJECT_ALLOWED,

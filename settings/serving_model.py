@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
 from domain import model_catalog, topology
 from settings import storage_names
-from settings.base import StrictModel
+from settings.base import OWN_CHARACTERS, StrictModel
+from settings.names import NameRule
 
-LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# A Kubernetes label value (k8s.io/apimachinery validation IsValidLabelValue): 63 characters at most.
+LABEL_VALUE = NameRule(
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+)
 
 
 def _bucket(value: str | None) -> str | None:
@@ -21,13 +25,29 @@ def _bucket(value: str | None) -> str | None:
     return value
 
 
+def object_path(value: str) -> str:
+    # Joined as gs://<weightsBucket>/<path>: a leading '/' or a whole URI makes a path that
+    # does not exist, found only when the model servers fail to load an hour later.
+    if value.startswith(("/", "gs://")):
+        raise ValueError(
+            f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
+            "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
+        )
+    problem = storage_names.object_path_problem(value)
+    if problem:
+        raise ValueError(f"{value!r} has {problem}; {storage_names.OBJECT_ALLOWED}")
+    return value
+
+
 Bucket = Annotated[str | None, AfterValidator(_bucket)]
+# settings/storage_names.py names a control or invisible character of an object path in its own words.
+ObjectPath = Annotated[str, AfterValidator(object_path), OWN_CHARACTERS]
 
 
 class ModelConfig(StrictModel):
     name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1, max_length=256)
     weights_bucket: Bucket = None
-    path: str = ""
+    path: ObjectPath = ""
     parameters_billions: float = Field(397.0, gt=0, le=100_000)
     bytes_per_parameter: float = Field(1.0, gt=0, le=8)
     kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
@@ -35,30 +55,14 @@ class ModelConfig(StrictModel):
     attention_heads: int | None = Field(None, ge=1, le=4096)
     context_length: int | None = Field(None, ge=256, le=16_777_216)
 
-    @field_validator("path")
-    @classmethod
-    def _object_path(cls, value: str) -> str:
-        # Joined as gs://<weightsBucket>/<path>: a leading '/' or a whole URI makes a path that
-        # does not exist, found only when the model servers fail to load an hour later.
-        if value.startswith(("/", "gs://")):
-            raise ValueError(
-                f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
-                "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
-            )
-        problem = storage_names.object_path_problem(value)
-        if problem:
-            raise ValueError(f"{value!r} has {problem}; {storage_names.OBJECT_ALLOWED}")
-        return value
-
     @field_validator("name")
     @classmethod
     def _labelled(cls, value: str) -> str:
         # The last path segment labels the model servers (llm-d.ai/model): a Kubernetes label value.
         label = value.rsplit("/", 1)[-1]
-        if not LABEL_VALUE.match(label):
+        if not LABEL_VALUE.matches(label):
             raise ValueError(
-                f"{label!r} (the part after the last '/') must be a Kubernetes label value: at most 63 letters, "
-                "digits, '-', '_' or '.', starting and ending with a letter or digit"
+                f"{label!r} (the part after the last '/') must be a Kubernetes label value: {LABEL_VALUE.allowed}"
             )
         return value
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
-BUCKET_CHARS = re.compile(r"^[a-z0-9._-]+$")
+from settings.names import NameRule, character_problem
+
+BUCKET_CHARS = NameRule(r"[a-z0-9._-]+", "lowercase letters, digits, '-', '_' and '.'")
 # "google" and close misspellings are refused anywhere in a name (storage-testbench's pattern).
 GOOGLE_LIKE = re.compile(r"g[o0][o0]g[l1][e3]")
 BUCKET_ALLOWED = (
@@ -22,8 +24,9 @@ BUCKET_ALLOWED = (
 )
 OBJECT_MAX_BYTES = 1024
 OBJECT_ALLOWED = (
-    f"allowed: 1 to {OBJECT_MAX_BYTES} bytes of UTF-8 without control characters (NUL, CR, LF, ...), "
-    "with no '.' or '..' segment and no empty segment ('//')"
+    f"allowed: 1 to {OBJECT_MAX_BYTES} bytes of UTF-8 without control characters (NUL, CR, LF, ...), invisible "
+    "format characters (U+200B, U+FEFF), spaces other than U+0020 or compatibility forms NFKC changes (fullwidth "
+    "letters), with no '.' or '..' segment and no empty segment ('//')"
 )
 
 
@@ -40,7 +43,7 @@ def bucket_problem(name: str) -> str | None:
     parts = name.split(".")
     google = GOOGLE_LIKE.search(name)
     rules = (
-        (not BUCKET_CHARS.match(name), "characters outside lowercase letters, digits, '-', '_' and '.'"),
+        (not BUCKET_CHARS.matches(name), f"characters outside {BUCKET_CHARS.allowed}"),
         (len(parts) == 1 and not 3 <= len(name) <= 63, f"{len(name)} characters, not 3 to 63"),
         (len(parts) > 1 and not 3 <= len(name) <= 222, f"{len(name)} characters, not 3 to 222"),
         (any(not 1 <= len(part) <= 63 for part in parts), "an empty dot-separated part or one over 63 characters"),
@@ -57,10 +60,12 @@ def object_path_problem(path: str) -> str | None:
 
     Cloud Storage itself refuses CR and LF, the names '.' and '..', and names over 1,024 bytes; the
     readers this program runs (the Run:ai streamer, gcsfuse, gsutil-style prefixes) take a '.', '..'
-    or empty segment as a directory step and look for objects that do not exist.
+    or empty segment as a directory step and look for objects that do not exist. An invisible or
+    look-alike character (settings/names.py) makes a name the reader of the stack cannot see.
     """
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in path):
-        return "a control character"
+    characters = character_problem(path)
+    if characters:
+        return characters
     if len(path.encode("utf-8")) > OBJECT_MAX_BYTES:
         return f"{len(path.encode('utf-8'))} bytes"
     segments = path.rstrip("/").split("/")
