@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -75,11 +76,13 @@ def load(
     stack: str,
     project: str | None,
     secret_keys: Iterable[str] = (),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> StackConfig:
     """Validate the `tpu-slicing:*` keys of one stack.
 
     `raw` maps full config keys (`tpu-slicing:zone`, `gcp:project`, ...) to values
-    as the engine provides them; `secret_keys` are the keys set with --secret.
+    as the engine provides them; `secret_keys` are the keys set with --secret. `clock` is read
+    once: the moment rules bound in time judge at (a maintenance exclusion in force now), fixed by tests.
     """
     secrets = set(secret_keys)
     data: dict[str, Any] = {}
@@ -117,7 +120,7 @@ def load(
     # Validated even when the checks above found problems: a stack missing several required keys
     # hears of all of them at once, not one per run.
     try:
-        config = StackConfig.model_validate(data)
+        config = StackConfig.model_validate(data, context={"now": clock()})
     except ValidationError as err:
         problems += _as_stack_file_keys(_problems(err), gcp_project=bool(project))
         raise ConfigError(problems) from None
