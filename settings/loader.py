@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from settings import credentials
+from settings import credentials, provider_keys
 from settings.base import ProblemsError
 from settings.model import StackConfig
 
@@ -110,6 +110,8 @@ def load(
     )
     if leaked:
         raise ConfigError(problems + leaked)
+    # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own.
+    problems += provider_keys.problems(raw, secrets)
     data.setdefault("namePrefix", stack)
     if data.pop("project", None) is not None:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")
