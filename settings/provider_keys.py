@@ -122,8 +122,8 @@ def disable_default_providers(value: Any) -> list[str]:
         return [f"pulumi:disable-default-providers: {packages!r} is not a list of package names; allowed: {allowed}"]
     used = sorted(DEFAULT_PROVIDERS) if "*" in packages else [p for p in packages if p in DEFAULT_PROVIDERS]
     return [
-        f"pulumi:disable-default-providers: {packages!r} disables the default {name} provider, which "
-        f"{DEFAULT_PROVIDERS[name]} uses: `pulumi up` would fail at the first of them; allowed: {allowed}"
+        f"pulumi:disable-default-providers: {packages!r} disables the default {name} provider, needed by "
+        f"{DEFAULT_PROVIDERS[name]}: `pulumi up` would fail at the first of them; allowed: {allowed}"
         for name in used
     ]
 
