@@ -68,7 +68,8 @@ def claim(directory: Path, names: list[str], owned: bool = False, force: bool = 
                 )
     directory.mkdir(parents=True, exist_ok=True)
     for name in earlier:
-        if name and "/" not in name and (directory / name).is_file():
+        # Never a Pulumi project or stack file, whatever a (hand-edited) list says.
+        if name and "/" not in name and not outputs.PULUMI_FILE.fullmatch(name) and (directory / name).is_file():
             (directory / name).unlink()
     marker.write_text("")
 

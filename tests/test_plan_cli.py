@@ -288,6 +288,10 @@ def test_an_out_folder_keeps_a_file_no_plan_wrote_unless_forced(
     assert (out / name).read_text() == "edited by hand\n"
     assert main(["--stack", "dev", "--out", str(out), "--force"]) == 0
     assert (out / name).read_text() != "edited by hand\n"
+    (out / "Pulumi.dev.yaml").write_text("config: {}\n")  # listed by a hand edit: still never removed
+    marker.write_text(marker.read_text() + "Pulumi.dev.yaml\n")
+    assert main(["--stack", "dev", "--out", str(out)]) == 0
+    assert (out / "Pulumi.dev.yaml").read_text() == "config: {}\n"
 
 
 def _git(folder: Path, *command: str) -> str:
