@@ -9,7 +9,7 @@ judged where it resolves, symbolic links followed, before anything is planned:
 - never onto a file named as Pulumi names its project, stack, policy-pack and plugin files
   (`PULUMI_FILE`), tracked or not, new or not, `--force` or not: Pulumi would read it as configuration;
 - never over an existing file the plan did not write, or one changed since it did, unless `--force`:
-  what the plan wrote is known from `LEDGER` (build/plan-outputs/), one record per file with the
+  what the plan wrote is known from its records in build/plan-outputs/ (`record`), one per file with the
   sha256 of what it wrote, so a file written by hand, by another tool or edited after the plan is kept;
 - a file is a new or regular file, never a folder, a FIFO or a device; its folder must exist,
   except under the checkout's `build/` (the plan's own, ignored by git), which is created;

@@ -294,6 +294,12 @@ def test_an_out_folder_keeps_a_file_no_plan_wrote_unless_forced(
     assert (out / "Pulumi.dev.yaml").read_text() == "config: {}\n"
 
 
+def test_diff_help_says_that_a_revision_s_code_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "RUNNING THAT REVISION'S OWN CODE" in text and "--trust-revision" in text, text
+
+
 def _git(folder: Path, *command: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
     env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1"}
