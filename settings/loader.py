@@ -54,10 +54,16 @@ def _problems(err: ValidationError) -> list[str]:
             problems += [f"{NAMESPACE}:{one}" for one in found]
             continue
         elif item["type"] != "value_error" and not isinstance(item.get("input"), dict | list):
-            shown = "[secret]" if any(k in key for k in SECRET_KEYS) else repr(item.get("input"))
+            shown = "[secret]" if any(k in key for k in SECRET_KEYS) else _shown(item.get("input"))
             message = f"{shown} is not allowed: {message}"
         problems.append(f"{key}: {message}")
     return problems
+
+
+def _shown(value: Any) -> str:
+    """A refused value as its message shows it: URL userinfo, queries and credential-shaped words masked
+    (settings/credentials.py), in case a credential of a kind no rule knows got this far."""
+    return repr(credentials.masked(value)) if isinstance(value, str) else repr(value)
 
 
 def _decode(value: Any) -> Any:
