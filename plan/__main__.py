@@ -1,15 +1,17 @@
 """Offline plan: what a stack would create, without a Pulumi CLI or cloud credentials.
 
-    python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE]
+    python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE] [--force]
     python -m plan diff [--stack dev] --base REV [--head REV] [--json FILE] [--fail-on-pending-high-priority]
-                                                              (or: diff OLD.json NEW.json)
-    python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg]
+                        [--trust-revision] [--force]          (or: diff OLD.json NEW.json)
+    python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg] [--force]
     python -m plan stacks
-    python -m plan schema [--out FILE] [--reference FILE.md]
+    python -m plan schema [--out FILE] [--reference FILE.md] [--force]
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
-tracks or outside the folder it was given (plan/outputs.py, README "Where the plan writes").
+tracks, a Pulumi project or stack file, or outside the folder it was given, nor over a file it did
+not write unless --force (plan/outputs.py, docs/review.md "Where the plan writes"). `diff --base`
+and `--head` run the code of another git revision (docs/review.md "What a change costs").
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ from settings.stack_file import StackFileError, check_stack_name
 COMMANDS = ("diff", "graph", "stacks", "schema")
 
 
+FORCE_HELP = (
+    "overwrite an existing file (or object file under --out) that the plan did not write or that was changed "
+    "since; never a file git tracks or a Pulumi project or stack file"
+)
+
+
 def _stack(name: str) -> str:
     """A `--stack` the Pulumi CLI accepts, refused in one line otherwise (before any path is made of it)."""
     try:
@@ -59,6 +67,41 @@ def _revision(revision: str | None, option: str) -> str | None:
             f"error: {option} {revision!r} is not a revision; allowed: a commit, branch or tag, e.g. origin/main"
         )
     return revision
+
+
+# Whose history `diff --base/--head` runs without --trust-revision: what is checked out (HEAD), the
+# local branches (made on purpose: `git checkout -b`, `gh pr checkout`) and the branches of `origin`,
+# the project's own repository, which only its maintainers push to (a fork's pull request arrives
+# as refs/pull/*, which `git fetch` does not fetch; CI's base, origin/<base branch>, is one of these).
+# Not tags (`git fetch` follows a fork's tags into refs/tags/ by itself), other remotes, FETCH_HEAD
+# or a bare commit: a revision fetched to be reviewed is read first, then run with --trust-revision.
+TRUSTED_REFS = ("refs/heads", "refs/remotes/origin")
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=engine.ROOT, capture_output=True, text=True, check=False)
+
+
+def _trusted(revision: str, option: str) -> None:
+    """Refuse (one line) a revision whose code `diff` would run unless a trusted ref reaches it."""
+    found = _git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    if found.returncode:
+        _tree(revision)  # a revision git cannot read: the usual refusal
+        raise SystemExit(
+            f"error: {option} {revision!r} is a tree, not a commit, so no branch can vouch for the code it would "
+            "run; allowed: a commit on HEAD, a local branch or a branch of origin, or --trust-revision once you "
+            "have read its code"
+        )
+    commit = found.stdout.strip()
+    if not _git("merge-base", "--is-ancestor", commit, "HEAD").returncode:
+        return
+    if _git("for-each-ref", "--count=1", f"--contains={commit}", *TRUSTED_REFS).stdout.strip():
+        return
+    raise SystemExit(
+        f"error: {option} {revision!r} ({commit[:12]}) is on no local branch, no branch of origin and not in HEAD's "
+        "history, and `plan diff` would run its code; allowed: a revision one of those reaches, or --trust-revision "
+        "once you have read its code"
+    )
 
 
 def _document_file(path: str) -> dict[str, Any]:
@@ -102,19 +145,20 @@ def show(argv: list[str]) -> int:
         "--out", default=None, help="where to write the Kubernetes objects as YAML (default build/plan/<stack>)"
     )
     parser.add_argument("--json", default=None, help="also write the plan as a sorted JSON document to this file")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     args = parser.parse_args(argv)
     stack = _stack(args.stack)
     given = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / stack
     out = outputs.folder(given)
     if not args.out and out != (engine.ROOT / "build" / "plan").resolve() / stack:
         raise SystemExit(f"error: build/plan/{stack} leads to {out}; allowed: the plan's own folder under build/plan")
-    json_path = outputs.file(args.json, "--json") if args.json else None
+    json_path = outputs.file(args.json, "--json", force=args.force) if args.json else None
     raw, secret_keys, config = _load(stack)
     result = engine.run(raw, stack=stack, secret_keys=secret_keys, preview=args.preview)
     try:
         # The default folder is the plan's own (under build/); a folder given with --out is
         # written only when it is empty or an earlier plan's.
-        manifests.write(result, out, owned=not args.out)
+        manifests.write(result, out, owned=not args.out, force=args.force)
     except manifests.NotOwnedError as err:
         raise SystemExit(f"error: {err}") from None
     if json_path is not None:
@@ -239,12 +283,26 @@ def diff(argv: list[str]) -> int:
         prog="python -m plan diff",
         description="Markdown diff of two plans, with what the change costs (TPU use, admission, time to "
         "serving, policy verdicts): two JSON documents, or a stack at two git revisions (the head defaults "
-        "to the working tree).",
+        "to the working tree). A revision is planned by RUNNING THAT REVISION'S OWN CODE (read with git "
+        "archive, run with python -m plan in a child process, with your environment), as checking it out "
+        "and running make plan would; so a revision that no local branch, no branch of origin and not HEAD "
+        "reaches is refused unless --trust-revision.",
     )
     parser.add_argument("documents", nargs="*", help="OLD.json NEW.json")
     parser.add_argument("--stack", default="dev")
-    parser.add_argument("--base", help="git revision to compare against, e.g. origin/main")
-    parser.add_argument("--head", help="git revision to compare (default: the working tree)")
+    parser.add_argument(
+        "--base", help="git revision to compare against, e.g. origin/main (its code runs: see --trust-revision)"
+    )
+    parser.add_argument(
+        "--head", help="git revision to compare (default: the working tree; its code runs: see --trust-revision)"
+    )
+    parser.add_argument(
+        "--trust-revision",
+        action="store_true",
+        help="run the code of a --base/--head that no local branch, no branch of origin and not HEAD reaches "
+        "(e.g. a fetched pull request): only after reading it",
+    )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument("--output", help="write the Markdown here instead of stdout")
     parser.add_argument(
         "--json",
@@ -265,7 +323,7 @@ def diff(argv: list[str]) -> int:
     stack = _stack(args.stack)
     base_revision, head_revision = _revision(args.base, "--base"), _revision(args.head, "--head")
     written = {
-        option: outputs.file(path, option)
+        option: outputs.file(path, option, force=args.force)
         for option, path in (("--output", args.output), ("--json", args.json_out))
         if path is not None
     }
@@ -278,6 +336,10 @@ def diff(argv: list[str]) -> int:
     else:
         if not base_revision:
             parser.error("give OLD.json NEW.json, or --base REV")
+        if not args.trust_revision:
+            for option, revision in (("--base", base_revision), ("--head", head_revision)):
+                if revision is not None:
+                    _trusted(revision, option)
         base = _PlanAt(base_revision, stack, cache=not args.no_cache)
         head = None
         if head_revision and _tree(head_revision) != base.tree:
@@ -313,11 +375,12 @@ def graph_command(argv: list[str]) -> int:
     parser.add_argument("--mermaid", help="write Mermaid text here (default: print it)")
     parser.add_argument("--dot", help="write Graphviz DOT here")
     parser.add_argument("--image", help="render an SVG/PNG here with Graphviz (apt-get install graphviz)")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     args = parser.parse_args(argv)
     stack = _stack(args.stack)
     # A tracked generated file (docs/dev-graph.*) is written only by the command that generates it.
     written = {
-        option: outputs.file(path, option, generator=outputs.Generator("graph", stack, option))
+        option: outputs.file(path, option, generator=outputs.Generator("graph", stack, option), force=args.force)
         for option, path in (("--mermaid", args.mermaid), ("--dot", args.dot), ("--image", args.image))
         if path is not None
     }
@@ -339,6 +402,7 @@ def graph_command(argv: list[str]) -> int:
         if not rendered:
             print("Graphviz `dot` is not installed (apt-get install graphviz); wrote no image", file=sys.stderr)
             return 1
+        outputs.record(written["--image"])
     return 0
 
 
@@ -367,9 +431,12 @@ def schema_command(argv: list[str]) -> int:
     )
     parser.add_argument("--out", help="write it here (default: print it); make schema writes the committed copy")
     parser.add_argument("--reference", help="also write the configuration reference (Markdown) here")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     args = parser.parse_args(argv)
     written = {
-        option: outputs.file(path, option, generator=outputs.Generator("schema", None, option, target="schema"))
+        option: outputs.file(
+            path, option, generator=outputs.Generator("schema", None, option, target="schema"), force=args.force
+        )
         for option, path in (("--out", args.out), ("--reference", args.reference))
         if path is not None
     }

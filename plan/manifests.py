@@ -42,24 +42,35 @@ class NotOwnedError(ValueError):
     pass
 
 
-def claim(directory: Path, owned: bool = False) -> None:
+def claim(directory: Path, names: list[str], owned: bool = False, force: bool = False) -> None:
     """Make `directory` the plan's output folder, removing only what an earlier plan wrote there.
 
     `owned`: the program's own folder (build/plan/<stack>), whose YAML files are all plan output.
+    `names`: the files about to be written; one that is there and no plan wrote is refused unless `force`.
     """
-    if (directory / "Pulumi.yaml").exists():
+    if any((directory / f"Pulumi{ext}").exists() for ext in (".yaml", ".yml", ".json")):
         raise NotOwnedError(f"{directory} holds a Pulumi project: choose an empty folder for --out")
     marker = directory / MARKER
     if owned and directory.exists() and not marker.exists():
         marker.write_text("".join(f"{path.name}\n" for path in sorted(directory.glob("*.yaml"))))
-    if directory.exists() and any(directory.iterdir()) and not marker.exists():
-        raise NotOwnedError(f"{directory} is not empty and was not written by a plan: choose an empty folder for --out")
+    if directory.exists() and any(directory.iterdir()) and not marker.exists() and not force:
+        raise NotOwnedError(
+            f"{directory} is not empty and was not written by a plan: choose an empty folder for --out, "
+            "or --force to write beside what is there"
+        )
+    earlier = set(marker.read_text().splitlines()) if marker.exists() else set()
+    if not force:
+        for name in names:
+            if name not in earlier and (directory / name).exists():
+                raise NotOwnedError(
+                    f"{directory / name} exists and no plan wrote it; allowed: another --out folder, "
+                    f"or --force to overwrite {name}"
+                )
     directory.mkdir(parents=True, exist_ok=True)
-    if marker.exists():
-        for name in marker.read_text().splitlines():
-            earlier = directory / name
-            if name and "/" not in name and earlier.is_file():
-                earlier.unlink()
+    for name in earlier:
+        # Never a Pulumi project or stack file, whatever a (hand-edited) list says.
+        if name and "/" not in name and not outputs.PULUMI_FILE.fullmatch(name) and (directory / name).is_file():
+            (directory / name).unlink()
     marker.write_text("")
 
 
@@ -80,20 +91,19 @@ def integral(value: Any) -> Any:
     return value
 
 
-def write(result: PlanResult, directory: Path, owned: bool = False) -> list[Path]:
+def write(result: PlanResult, directory: Path, owned: bool = False, force: bool = False) -> list[Path]:
     """Write each object (and each Helm release's chart, version and values) as a YAML file,
-    integers as integers (`integral`)."""
-    claim(directory, owned)
-    written = []
+    integers as integers (`integral`); `force` overwrites files no plan wrote (`claim`)."""
+    texts: dict[Path, str] = {}
     for _, obj in objects(result):
-        path = outputs.inside(directory, file_name(obj))
-        path.write_text(yaml.safe_dump(integral(obj), sort_keys=False))
-        written.append(path)
+        texts[outputs.inside(directory, file_name(obj))] = yaml.safe_dump(integral(obj), sort_keys=False)
     for release in result.of_type(HELM_RELEASE):
         inputs = mask(release.inputs)
         doc = {key: inputs.get(key) for key in ("name", "chart", "version", "namespace", "values")}
         path = outputs.inside(directory, f"{inputs.get('namespace')}--helm-release--{inputs.get('name')}.yaml")
-        path.write_text(yaml.safe_dump(integral(doc), sort_keys=False))
-        written.append(path)
-    (directory / MARKER).write_text("".join(f"{path.name}\n" for path in sorted(written)))
-    return sorted(written)
+        texts[path] = yaml.safe_dump(integral(doc), sort_keys=False)
+    claim(directory, [path.name for path in texts], owned, force)
+    for path, text in texts.items():
+        path.write_text(text)
+    (directory / MARKER).write_text("".join(f"{path.name}\n" for path in sorted(texts)))
+    return sorted(texts)

@@ -5,7 +5,12 @@ judged where it resolves, symbolic links followed, before anything is planned:
 
 - never onto a file git tracks, in this checkout or any other repository, and never into a
   repository's `.git`; the one exception is a generated file of `GENERATED`, and only from the
-  command that generates it (`make docs`);
+  command that generates it (`make docs`, `make schema`);
+- never onto a file named as Pulumi names its project, stack, policy-pack and plugin files
+  (`PULUMI_FILE`), tracked or not, new or not, `--force` or not: Pulumi would read it as configuration;
+- never over an existing file the plan did not write, or one changed since it did, unless `--force`:
+  what the plan wrote is known from its records in build/plan-outputs/ (`record`), one per file with the
+  sha256 of what it wrote, so a file written by hand, by another tool or edited after the plan is kept;
 - a file is a new or regular file, never a folder, a FIFO or a device; its folder must exist,
   except under the checkout's `build/` (the plan's own, ignored by git), which is created;
 - an `--out` folder holds no file git tracks and is not the checkout or a folder above it; each
@@ -16,6 +21,9 @@ A refusal is one line naming the option, the path and what is allowed.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,6 +64,46 @@ class OutputError(ValueError):
     pass
 
 
+# The names Pulumi reads as a project, stack, policy-pack or plugin file: `Pulumi` (or PulumiPolicy,
+# PulumiPlugin) with one of encoding.Exts, `.json`, `.yaml`, `.yml`, and a stack file is
+# `Pulumi.<stack><the project file's extension>` (pulumi/pulumi sdk/go/common/workspace/paths.go,
+# ProjectStackPath and findProjectInDir; sdk/go/common/encoding/marshal.go, Exts).
+PULUMI_FILE = re.compile(r"Pulumi(Policy|Plugin)?(\.[^/]*)?\.(json|yaml|yml)", re.IGNORECASE)
+
+
+def _ledger() -> Path:
+    """Where the plan records what it wrote: one file per output, named by its path's hash."""
+    return _build() / "plan-outputs"
+
+
+def _record_of(path: Path) -> Path:
+    return _ledger() / f"{hashlib.sha256(str(path).encode()).hexdigest()[:32]}.sha256"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record(path: Path) -> None:
+    """Note that the plan wrote `path` as it is now (`sha256sum` format), replacing any earlier record."""
+    entry = _record_of(path)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    partial = entry.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(f"{_digest(path)}  {path}\n")
+    partial.replace(entry)
+
+
+def _written_by_plan(path: Path) -> str | None:
+    """None when the plan wrote `path` as it is; otherwise why it is not the plan's."""
+    try:
+        recorded = _record_of(path).read_text().split("  ", 1)
+    except OSError:
+        return "exists and the plan did not write it"
+    if len(recorded) != 2 or recorded[1].rstrip("\n") != str(path) or recorded[0] != _digest(path):
+        return "was changed since the plan wrote it"
+    return None
+
+
 def _git_lists(folder: Path, *pathspec: str) -> bool:
     """True when git, run in `folder`, lists a tracked file for `pathspec` (every file below when empty).
     Outside a repository, or without git, nothing is tracked."""
@@ -82,8 +130,10 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def file(path: str | Path, option: str, *, generator: Generator | None = None) -> Path:
-    """Where `option` may write `path`: its resolved form; OutputError when it may not."""
+def file(path: str | Path, option: str, *, generator: Generator | None = None, force: bool = False) -> Path:
+    """Where `option` may write `path`: its resolved form; OutputError when it may not.
+
+    `force`: overwrite an existing file the plan did not write (never a tracked or a Pulumi file)."""
     resolved = _resolved(path, option)
     named = f"{option} {path}"
     if resolved.is_dir():
@@ -94,15 +144,26 @@ def file(path: str | Path, option: str, *, generator: Generator | None = None) -
     if not parent.is_dir() and not resolved.is_relative_to(_build()):
         what = "is not a folder" if parent.exists() else "does not exist"
         raise OutputError(f"{named}: the folder {parent} {what}; allowed: a file in an existing folder or under build/")
+    relative = _shown(resolved)
+    if generator is not None and GENERATED.get(relative) == generator:
+        return resolved  # the committed generated file, rewritten by its own generator (make docs/schema)
     if parent.is_dir() and _git_lists(parent, resolved.name):
-        relative = _shown(resolved)
-        if GENERATED.get(relative) == generator and generator is not None:
-            return resolved
         also = f"; {relative} is regenerated only by {GENERATED[relative]}" if relative in GENERATED else ""
         raise OutputError(
-            f"{named}: {relative} is a file git tracks, and the plan never writes onto the checkout; "
+            f"{named}: {relative} is a file git tracks, and the plan never writes onto the checkout (--force or not); "
             f"allowed: a path git does not track, e.g. under build/{also}"
         )
+    if PULUMI_FILE.fullmatch(resolved.name):
+        raise OutputError(
+            f"{named}: {relative} is named as a Pulumi project or stack file, which Pulumi would read as "
+            "configuration; the plan never writes one (--force or not); allowed: another file name, e.g. under build/"
+        )
+    if resolved.exists() and not force:
+        why = _written_by_plan(resolved)
+        if why is not None:
+            raise OutputError(
+                f"{named}: {relative} {why}; allowed: a new file, one the plan wrote, or --force to overwrite it"
+            )
     return resolved
 
 
@@ -141,7 +202,8 @@ def distinct(paths: Mapping[str, Path]) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write a file `file()` allowed; under build/ its folders are created."""
+    """Write a file `file()` allowed, and record it as the plan's; under build/ its folders are created."""
     if path.is_relative_to(_build()):
         path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    record(path)

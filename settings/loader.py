@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from settings import credentials
+from settings import credentials, provider_keys
 from settings.base import ProblemsError
 from settings.model import StackConfig
 
@@ -53,10 +54,16 @@ def _problems(err: ValidationError) -> list[str]:
             problems += [f"{NAMESPACE}:{one}" for one in found]
             continue
         elif item["type"] != "value_error" and not isinstance(item.get("input"), dict | list):
-            shown = "[secret]" if any(k in key for k in SECRET_KEYS) else repr(item.get("input"))
+            shown = "[secret]" if any(k in key for k in SECRET_KEYS) else _shown(item.get("input"))
             message = f"{shown} is not allowed: {message}"
         problems.append(f"{key}: {message}")
     return problems
+
+
+def _shown(value: Any) -> str:
+    """A refused value as its message shows it: URL userinfo, queries and credential-shaped words masked
+    (settings/credentials.py), in case a credential of a kind no rule knows got this far."""
+    return repr(credentials.masked(value)) if isinstance(value, str) else repr(value)
 
 
 def _decode(value: Any) -> Any:
@@ -75,11 +82,13 @@ def load(
     stack: str,
     project: str | None,
     secret_keys: Iterable[str] = (),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> StackConfig:
     """Validate the `tpu-slicing:*` keys of one stack.
 
     `raw` maps full config keys (`tpu-slicing:zone`, `gcp:project`, ...) to values
-    as the engine provides them; `secret_keys` are the keys set with --secret.
+    as the engine provides them; `secret_keys` are the keys set with --secret. `clock` is read
+    once: the moment rules bound in time judge at (a maintenance exclusion in force now), fixed by tests.
     """
     secrets = set(secret_keys)
     data: dict[str, Any] = {}
@@ -107,6 +116,8 @@ def load(
     )
     if leaked:
         raise ConfigError(problems + leaked)
+    # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own.
+    problems += provider_keys.problems(raw, secrets)
     data.setdefault("namePrefix", stack)
     if data.pop("project", None) is not None:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")
@@ -117,7 +128,7 @@ def load(
     # Validated even when the checks above found problems: a stack missing several required keys
     # hears of all of them at once, not one per run.
     try:
-        config = StackConfig.model_validate(data)
+        config = StackConfig.model_validate(data, context={"now": clock()})
     except ValidationError as err:
         problems += _as_stack_file_keys(_problems(err), gcp_project=bool(project))
         raise ConfigError(problems) from None

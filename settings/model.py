@@ -13,9 +13,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from domain import topology
 from domain.serving_budget import BUDGET
@@ -479,9 +480,11 @@ class StackConfig(StrictModel):
         return rules_backends.jetstream_tensor_parallelism(self)
 
     @model_validator(mode="after")
-    def _cross_field(self) -> StackConfig:
+    def _cross_field(self, info: ValidationInfo) -> StackConfig:
         # Each rule raises with the key, the bad value and what is allowed; every rule runs, so a
-        # stack file with several problems hears of them all at once.
+        # stack file with several problems hears of them all at once. `now` (the loader's clock, in the
+        # validation context) is the moment time-bound rules judge at.
+        now: datetime | None = (info.context or {}).get("now")
         rules = (
             rules_cluster.check_region,
             rules_backends.check_backend_platform,
@@ -495,6 +498,7 @@ class StackConfig(StrictModel):
             rules_kueue.check_topology_levels,
             rules_cluster.check_system_machine,
             rules_cluster.check_upgrade_policy,
+            partial(rules_cluster.check_hold_in_force, now=now),
             rules_observability.check_alerts,
             rules_versions.check_controllers,
         )

@@ -14,6 +14,10 @@ serves and a mirror of it (an Artifact Registry remote repository) repeats. The 
   client.go `Pull`, via reference.go), which `versions.*` pins instead; a query, a fragment or a
   trailing `/` make a repository name no registry serves; and credentials in the reference would be
   kept in the Pulumi state and the plan (`helm registry login` or a credential helper holds them).
+
+A refusal shows the reference through `shown`: userinfo (with or without the `//`), a query and a
+fragment are masked, since a token rides in any of them (settings/credentials.py refuses the ones it
+recognises before this runs; `shown` keeps the others out of the message too).
 """
 
 from __future__ import annotations
@@ -35,15 +39,21 @@ ALLOWED = (
 )
 
 
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:)?(/*)")
+
+
 def shown(value: str) -> str:
-    """`value` as a message may show it: credentials before an '@' of the host part are masked."""
-    scheme, sep, rest = value.partition("://")
-    if not sep:
-        scheme, rest = "", value
-    authority, slash, path = rest.partition("/")
-    if "@" not in authority:
-        return value
-    return f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"
+    """`value` as a message may show it: whatever stands before an '@' of the host part (credentials,
+    with or without the `//` after the scheme) and any query or fragment (`?access_token=...`, where a
+    token rides as often) are masked; the host and the path stay, to say what was refused."""
+    cut = min((i for i in (value.find("?"), value.find("#")) if i >= 0), default=len(value))
+    head, tail = value[:cut], (value[cut] + "***" if cut < len(value) else "")
+    start = _SCHEME.match(head)
+    prefix = start.group() if start and start.group(2) else ""  # `user:password@host` has no scheme
+    authority, slash, path = head[len(prefix) :].partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return f"{prefix}{authority}{slash}{path}{tail}"
 
 
 def _is_ipv4(host: str) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 from settings import credentials, loader, model, names, stack_file
 from settings.base import StrictModel
 from settings.model import NetworkConfig, StackConfig
+from settings.provider_keys import REFUSED as PROVIDER_KEYS
 from settings.refused import RefusedClass
 from settings.rules_backends import REFUSED as BACKENDS
 from settings.rules_capacity import REFUSED as CAPACITY
@@ -169,6 +170,7 @@ _READING: tuple[RefusedClass, ...] = (
 
 REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *_READING,
+    *PROVIDER_KEYS,
     *NETWORK,
     *CLUSTER,
     *CAPACITY,

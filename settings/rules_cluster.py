@@ -3,13 +3,14 @@
 Guards `zone` and `region` (a zone with the TPU generation's capacity, a region that contains it),
 `cluster` (a well-formed GKE version the prefix agrees with, at or above the floor dynamic slicing
 needs on the RAPID channel; a maintenance exclusion GKE accepts, which holds the TPU nodes' upgrades
-back unless `allowTpuNodeUpgrades` says otherwise; a system machine the largest CPU pod fits on) and
+back unless `allowTpuNodeUpgrades` says otherwise, in force at the loader's clock and for a week yet;
+a system machine the largest CPU pod fits on) and
 `namePrefix` (every name derived from it within its limit, settings/naming.py).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -146,6 +147,60 @@ def check_upgrade_policy(config: StackConfig) -> None:
     )
 
 
+# The hold must be in force when the stack is planned and last long enough to matter. GKE blocks an
+# upgrade only while "current time is within the exclusion time period"; once an exclusion expires
+# "that exclusion will no longer prevent GKE updates" and the cluster "will gradually upgrade"
+# (cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions, "Multiple
+# exclusions", "Exclusion expiration"). A week left: GKE's own lead time for an exclusion ("starts one
+# week before the event", same page, "Maintenance exclusions"), and a quarter of the longest NO_UPGRADES
+# window (30 days, "Limitations"), so a dated hold is renewed before it lapses, not after.
+# infra/cluster.py sets these as the provider's maintenance_exclusions[] start_time / end_time /
+# exclusion_options.{scope, end_time_behavior=UNTIL_END_OF_SUPPORT} (pulumi-gcp container/_inputs.py).
+HOLD_MIN_REMAINING = timedelta(days=7)
+_RENEW = (
+    "allowed: a window in force now (start at or before now) that ends at least "
+    f"{HOLD_MIN_REMAINING.days} days from now (NO_UPGRADES lasts at most 30 days), untilEndOfSupport: true "
+    "with NO_MINOR_OR_NODE_UPGRADES, or cluster.allowTpuNodeUpgrades: true"
+)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def check_hold_in_force(config: StackConfig, now: datetime | None = None) -> None:
+    """The exclusion check_upgrade_policy requires holds the TPU nodes now, and for a while yet.
+
+    `now` is the plan's moment, read once by the loader (settings/loader.py) and passed in, so a test
+    fixes it. The messages never print it: the settings and the plan read the clock apart, and their
+    verdicts must match. An untilEndOfSupport hold ends at the minor version's end of support, which
+    GKE computes; it is taken as holding.
+    """
+    cluster = config.cluster
+    exclusion = cluster.maintenance_exclusion
+    if exclusion is None or cluster.allow_tpu_node_upgrades or exclusion.scope is ExclusionScope.NO_MINOR_UPGRADES:
+        return  # not required, or already refused by check_upgrade_policy
+    now = now or datetime.now(UTC)
+    what = f"cluster.maintenanceExclusion {exclusion.name!r}"
+    if exclusion.start > now:
+        raise ValueError(
+            f"{what} start {_stamp(exclusion.start)} is in the future: until then it holds nothing and GKE may "
+            f"upgrade the TPU nodes, recreating the slices serving on them; {_RENEW}"
+        )
+    if exclusion.end is None:
+        return
+    if exclusion.end <= now:
+        raise ValueError(
+            f"{what} end {_stamp(exclusion.end)} has passed: an expired exclusion holds nothing and GKE upgrades "
+            f"the TPU nodes at its cadence; {_RENEW}"
+        )
+    if exclusion.end - now < HOLD_MIN_REMAINING:
+        raise ValueError(
+            f"{what} end {_stamp(exclusion.end)} is less than {HOLD_MIN_REMAINING.days} days away: the hold lapses "
+            f"before it is likely renewed; {_RENEW}"
+        )
+
+
 REFUSED: tuple[RefusedClass, ...] = (
     # --- location and names
     RefusedClass("region without the zone", check_region, {"region": "europe-west4"}, "region", "us-central1"),
@@ -201,6 +256,29 @@ REFUSED: tuple[RefusedClass, ...] = (
         "cluster.maintenanceExclusion",
         "cluster.allowTpuNodeUpgrades: true",
         stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "required upgrade hold not yet in force",
+        check_hold_in_force,
+        {"cluster": {"maintenanceExclusion": {"start": "2099-01-01T00:00:00Z"}}},
+        "cluster.maintenanceExclusion",
+        "a window in force now",
+    ),
+    RefusedClass(
+        "required upgrade hold already over",
+        check_hold_in_force,
+        {
+            "cluster": {
+                "maintenanceExclusion": {
+                    "scope": "NO_UPGRADES",
+                    "start": "2020-01-01T00:00:00Z",
+                    "end": "2020-01-20T00:00:00Z",
+                    "untilEndOfSupport": None,
+                }
+            }
+        },
+        "cluster.maintenanceExclusion",
+        "cluster.allowTpuNodeUpgrades: true",
     ),
     # --- the system pool
     RefusedClass(

@@ -7,8 +7,10 @@ the class has a pack twin, through the pack, expecting the class's key and allow
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from typing import Any
+from urllib.parse import quote
 
 from hypothesis import strategies as st
 
@@ -138,7 +140,8 @@ def _spoiled_registry(draw: st.DrawFn) -> str:
     registry = draw(REGISTRIES)
     rest = registry.removeprefix("oci://")
     spoil = draw(
-        st.sampled_from(["slash", "credentials", "query", "tag", "digest", "space", "upper", "empty", "port", "host"])
+        # Credentials in the reference are the credential class's (settings/credentials.py refuses them first).
+        st.sampled_from(["slash", "query", "tag", "digest", "space", "upper", "empty", "port", "host"])
     )
     if spoil == "space":
         where = draw(st.integers(0, len(registry)))
@@ -146,7 +149,6 @@ def _spoiled_registry(draw: st.DrawFn) -> str:
     host_end = rest.find("/") if "/" in rest else len(rest)
     return {
         "slash": registry + "/",
-        "credentials": f"oci://{draw(_ALNUM)}:{draw(_ALNUM)}@{rest}",
         "query": registry + draw(st.sampled_from(["?tag=1", "#charts", "?"])),
         "tag": f"{registry}/kueue:{draw(_VERSION)}",
         "digest": f"{registry}/kueue@sha256:{'0' * 64}",
@@ -167,6 +169,17 @@ _CREDENTIALS = st.one_of(
     _TOKEN_CHARS.map(lambda t: f"AIza{(t * 2)[:35]}"),
     _TOKEN_CHARS.map(lambda t: '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n' + t + '"}'),
     _TOKEN_CHARS.map(lambda t: f"apiVersion: v1\nusers:\n- name: u\n  user:\n    token: {t}\n"),
+    # detect-secrets' shapes (AWS, GitHub), the project's own newer ones, and any kind by where it sits:
+    # userinfo, a secret-named query parameter or assignment; then encoded (settings/credentials.py).
+    _TOKEN_CHARS.map(lambda t: "AKIA" + t.upper()[:16]),
+    _TOKEN_CHARS.map(lambda t: "ghp_" + (t * 2)[:36]),
+    _TOKEN_CHARS.map(lambda t: "github_pat_" + (t * 3)[:82]),
+    _TOKEN_CHARS.map(lambda t: "sk-ant-api03-" + t),
+    _TOKEN_CHARS.map(lambda t: f"https://user:{t}@example.com/org/repo"),
+    _TOKEN_CHARS.map(lambda t: f"https://example.com/weights?access_token={t}"),
+    _TOKEN_CHARS.map(lambda t: f"password={t}"),
+    _TOKEN_CHARS.map(lambda t: base64.b64encode(f"hf_{t}".encode()).decode()),
+    _TOKEN_CHARS.map(lambda t: quote(f"https://user:{t}@example.com/", safe="")),
 )
 MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     # Every kind, in the table's key (tests/test_credentials.py varies the key).

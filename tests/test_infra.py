@@ -100,10 +100,10 @@ def test_cluster_settings(dev_plan: PlanResult) -> None:
 
 
 def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunner) -> None:
-    # A window that is still ahead whenever the test runs: one whose end has passed is left out
-    # (test_an_exclusion_whose_end_has_passed_is_left_out_with_a_warning).
+    # A window in force whenever the test runs, with weeks left: the hold the program requires must
+    # hold now (settings/rules_cluster.py check_hold_in_force; tests/test_windows.py fixes the clock).
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    start, end = (f"{(today + timedelta(days=days)).date().isoformat()}T00:00:00Z" for days in (20, 35))
+    start, end = (f"{(today + timedelta(days=days)).date().isoformat()}T00:00:00Z" for days in (-1, 20))
     plan = run_dev(
         {
             "cluster": {
@@ -130,16 +130,18 @@ def test_dated_exclusion_and_deletion_protection_follow_config(run_dev: DevRunne
 def test_an_exclusion_whose_end_has_passed_is_left_out_with_a_warning(
     run_dev: DevRunner, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The stack keeps previewing after its own window ends: GKE refuses an exclusion that is over.
+    # With the opt-out the hold is not required, and the stack keeps previewing after its window ends:
+    # GKE refuses an exclusion that is over. A required one that is over is refused (tests/test_windows.py).
     past = {
         "cluster": {
+            "allowTpuNodeUpgrades": True,
             "maintenanceExclusion": {
                 "name": "winter-hold",
                 "scope": "NO_UPGRADES",
                 "start": "2020-01-01T00:00:00Z",
                 "end": "2020-01-20T00:00:00Z",
                 "untilEndOfSupport": None,
-            }
+            },
         }
     }
     with caplog.at_level(logging.WARNING):

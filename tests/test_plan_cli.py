@@ -4,6 +4,7 @@ for every refusal."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plan import engine, stacks
+from plan import document, engine, stacks
 from plan.__main__ import main
 
 ROOT = engine.ROOT
@@ -205,6 +206,166 @@ def test_outputs_under_build_get_their_folders(tmp_path: Path) -> None:
         assert target.read_text().startswith("{")
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# --- Never over a file the plan did not write; never another revision's code unasked ---------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--stack", "dev", "--out", "{tmp}/out", "--json", "{file}"],
+        ["diff", "{doc}", "{doc}", "--output", "{file}"],
+        ["diff", "{doc}", "{doc}", "--json", "{file}"],
+        ["graph", "--stack", "dev", "--mermaid", "{file}"],
+        ["graph", "--stack", "dev", "--dot", "{file}"],
+        ["schema", "--out", "{file}"],
+        ["schema", "--reference", "{file}"],
+    ],
+    ids=" ".join,
+)
+def test_no_command_overwrites_a_hand_written_file_unless_forced(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "notes.md"
+    mine.write_text("my notes\n")
+    doc = tmp_path / "doc.json"
+    doc.write_text(json.dumps(document.empty("dev")))
+    argv = [word.format(tmp=tmp_path, file=mine, doc=doc) for word in command]
+    assert main(argv) == 2
+    err = one_line(capsys.readouterr().err)
+    assert f"{mine} exists and the plan did not write it" in err and "--force" in err, err
+    assert mine.read_text() == "my notes\n"
+    assert main([*argv, "--force"]) == 0
+    assert mine.read_text() != "my notes\n"
+    capsys.readouterr()
+    assert main(argv) == 0  # now the plan's own: rewritten without --force
+
+
+def test_a_stack_file_is_never_written_even_through_a_json_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack_file = tmp_path / "Pulumi.dev.yaml"  # untracked: a copy, or a stack file kept out of git
+    stack_file.write_bytes((ROOT / "Pulumi.dev.yaml").read_bytes())
+    (tmp_path / "plan.json").symlink_to(stack_file)
+    for target in ("plan.json", "Pulumi.dev.yaml", "Pulumi.dev.json"):
+        assert (
+            main(["--stack", "dev", "--out", str(tmp_path / "out"), "--json", str(tmp_path / target), "--force"]) == 2
+        )
+        err = one_line(capsys.readouterr().err)
+        assert "is named as a Pulumi project or stack file" in err and "(--force or not)" in err, err
+    assert stack_file.read_bytes() == (ROOT / "Pulumi.dev.yaml").read_bytes()
+    assert not (tmp_path / "Pulumi.dev.json").exists() and not (tmp_path / "out").exists()
+
+
+def test_make_schema_and_docs_regenerate_the_committed_files_without_force(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    schema, reference = ROOT / "docs" / "stack-file.schema.json", ROOT / "docs" / "configuration-reference.md"
+    before = schema.read_bytes(), reference.read_bytes()
+    assert main(["schema", "--out", str(schema), "--reference", str(reference)]) == 0
+    assert (schema.read_bytes(), reference.read_bytes()) == before  # fresh copies: rewritten identically
+    mermaid = ROOT / "docs" / "dev-graph.mmd"
+    text = mermaid.read_bytes()
+    assert main(["graph", "--stack", "dev", "--mermaid", str(mermaid)]) == 0
+    assert mermaid.read_bytes() == text
+    capsys.readouterr()
+
+
+def test_an_out_folder_keeps_a_file_no_plan_wrote_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["--stack", "dev", "--out", str(out)]) == 0
+    name = next(p.name for p in out.glob("*.yaml"))
+    marker = out / ".tpu-slicing-plan"
+    marker.write_text("".join(line + "\n" for line in marker.read_text().splitlines() if line != name))
+    (out / name).write_text("edited by hand\n")  # a file of the object's name that no plan wrote
+    capsys.readouterr()
+    assert main(["--stack", "dev", "--out", str(out)]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert f"{out / name} exists and no plan wrote it" in err and "--force" in err, err
+    assert (out / name).read_text() == "edited by hand\n"
+    assert main(["--stack", "dev", "--out", str(out), "--force"]) == 0
+    assert (out / name).read_text() != "edited by hand\n"
+    (out / "Pulumi.dev.yaml").write_text("config: {}\n")  # listed by a hand edit: still never removed
+    marker.write_text(marker.read_text() + "Pulumi.dev.yaml\n")
+    assert main(["--stack", "dev", "--out", str(out)]) == 0
+    assert (out / "Pulumi.dev.yaml").read_text() == "config: {}\n"
+
+
+def test_diff_help_says_that_a_revision_s_code_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diff", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "RUNNING THAT REVISION'S OWN CODE" in text and "--trust-revision" in text, text
+
+
+def _git(folder: Path, *command: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", "-C", str(folder), *command], env=env, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A throwaway repository as engine.ROOT whose `plan` is a stand-in that leaves a mark when it runs:
+    `main` (a local branch), `origin/review` (a branch of origin), `fork/pr` (another remote), `tag-only`
+    (a tag no branch reaches) and `dangling` (a commit fetched or made and left on no ref)."""
+    repo = tmp_path / "repo"
+    (repo / "plan").mkdir(parents=True)
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    (repo / "plan" / "__init__.py").write_text("")
+    (repo / "Pulumi.dev.yaml").write_text("config: {}\n")
+
+    def commit(label: str) -> str:
+        # What `python -m plan --stack S --out DIR --json FILE` writes, and a mark that this code ran.
+        program = (
+            "import json, pathlib, sys\n"
+            f"pathlib.Path({str(ran / label.replace('/', '-'))!r}).write_text('')\n"
+            f"pathlib.Path(sys.argv[sys.argv.index('--json') + 1]).write_text({json.dumps(document.empty('dev'))!r})\n"
+        )
+        (repo / "plan" / "__main__.py").write_text(program)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", label)
+        return _git(repo, "rev-parse", "HEAD")
+
+    _git(repo, "init", "-q", "-b", "main")
+    found = {"main": commit("main")}
+    for label in ("origin/review", "fork/pr", "tag-only", "dangling"):
+        _git(repo, "checkout", "-q", "--detach", "main")
+        found[label] = commit(label)
+    _git(repo, "update-ref", "refs/remotes/origin/review", found["origin/review"])
+    _git(repo, "update-ref", "refs/remotes/fork/pr", found["fork/pr"])
+    _git(repo, "tag", "tag-only", found["tag-only"])
+    _git(repo, "checkout", "-q", "main")
+    monkeypatch.setattr(engine, "ROOT", repo)
+    return {**found, "ran": str(ran)}
+
+
+@pytest.mark.parametrize("label", ["fork/pr", "tag-only", "dangling"])
+@pytest.mark.parametrize("option", ["--base", "--head"])
+def test_diff_refuses_to_run_an_untrusted_revision(
+    revisions: dict[str, str], label: str, option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = "--head" if option == "--base" else "--base"
+    revision = label if label != "dangling" else revisions[label]
+    assert main(["diff", "--stack", "dev", "--no-cache", option, revision, other, "main"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert f"{option} {revision!r} ({revisions[label][:12]}) is on no local branch, no branch of origin" in err, err
+    assert "--trust-revision" in err, err
+    assert not any(Path(revisions["ran"]).iterdir()), "a refused revision's code ran"
+
+
+@pytest.mark.parametrize("label", ["origin/review", "tag-only", "dangling"])
+def test_diff_runs_a_revision_it_trusts_or_is_told_to(
+    revisions: dict[str, str], label: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trust = [] if label == "origin/review" else ["--trust-revision"]
+    assert main(["diff", "--stack", "dev", "--no-cache", "--base", "main", "--head", revisions[label], *trust]) == 0
+    assert "No changes." in capsys.readouterr().out
+    assert sorted(p.name for p in Path(revisions["ran"]).iterdir()) == sorted({"main", label.replace("/", "-")})
 
 
 # --- make: STACK and BASE are one argument each -----------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Where the plan may write (plan/outputs.py): never onto a tracked file, never outside the folder given."""
+"""Where the plan may write (plan/outputs.py): never onto a tracked file or a Pulumi file, never over a file it did
+not write unless --force, never outside the folder given."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def refused(call: Callable[..., object], *args: object, **kwargs: object) -> str
 def test_a_tracked_file_is_refused_and_an_untracked_one_allowed(tmp_path: Path) -> None:
     repo = git_repository(tmp_path / "repo")
     assert "is a file git tracks" in refused(outputs.file, repo / "tracked.json", "--json")
-    assert outputs.file(repo / "scratch.json", "--json") == repo / "scratch.json"
+    assert "scratch.json exists and the plan did not write it" in refused(outputs.file, repo / "scratch.json", "--json")
+    assert outputs.file(repo / "scratch.json", "--json", force=True) == repo / "scratch.json"
+    assert "is a file git tracks" in refused(outputs.file, repo / "tracked.json", "--json", force=True)
     assert outputs.file(repo / "new.json", "--json") == repo / "new.json"
     assert "is a file git tracks" in refused(outputs.file, ROOT / "Pulumi.yaml", "--json")
 
@@ -120,3 +123,49 @@ def test_two_outputs_of_one_command_never_share_a_file(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="--output and --json both write"):
         outputs.distinct({"--output": tmp_path / "a", "--json": tmp_path / "a"})
     outputs.distinct({"--output": tmp_path / "a", "--json": tmp_path / "b"})
+
+
+# --- Never over a file the plan did not write ----------------------------------------------------------
+
+
+def test_a_hand_written_file_is_kept_unless_forced(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.json"
+    notes.write_text("my review notes\n")
+    message = refused(outputs.file, notes, "--json")
+    assert f"{notes} exists and the plan did not write it" in message and "--force" in message, message
+    assert outputs.file(notes, "--json", force=True) == notes
+    assert notes.read_text() == "my review notes\n"  # judging writes nothing
+
+
+def test_a_file_the_plan_wrote_is_rewritten_until_someone_edits_it(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    assert outputs.file(target, "--json") == target
+    outputs.write_text(target, "{}\n")
+    assert outputs.file(target, "--json") == target  # the plan's own: rewritten without --force
+    target.write_text("{}\nedited by hand\n")
+    assert "was changed since the plan wrote it" in refused(outputs.file, target, "--json")
+    assert outputs.file(target, "--json", force=True) == target
+
+
+@pytest.mark.parametrize(
+    "name", ["Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.dev.json", "Pulumi.json", "Pulumi.x.yml", "PulumiPolicy.yaml"]
+)
+def test_a_pulumi_project_or_stack_file_is_never_written(name: str, tmp_path: Path) -> None:
+    """Untracked too, new too, --force too: Pulumi reads `Pulumi[.<stack>].{json,yaml,yml}` as configuration."""
+    assert "named as a Pulumi project or stack file" in refused(outputs.file, tmp_path / name, "--json", force=True)
+    (tmp_path / name).write_text("config: {}\n")
+    assert "(--force or not)" in refused(outputs.file, tmp_path / name, "--json", force=True)
+    assert outputs.file(tmp_path / f"{name}.txt", "--json") == tmp_path / f"{name}.txt"
+
+
+def test_a_json_name_that_leads_to_a_stack_file_is_refused(tmp_path: Path) -> None:
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    stack_file.write_text("config: {}\n")
+    link = tmp_path / "plan.json"
+    link.symlink_to(stack_file)
+    assert "Pulumi.dev.yaml is named as a Pulumi" in refused(outputs.file, link, "--json", force=True)
+
+
+def test_a_generated_file_is_rewritten_by_its_generator_without_force() -> None:
+    for relative, generator in GENERATED.items():
+        assert outputs.file(ROOT / relative, generator.option, generator=generator) == ROOT / relative

@@ -265,7 +265,8 @@ def test_pack_files_match_the_repository_pins() -> None:
         return {name.lower().replace("_", "-"): version for name, version in pairs}
 
     pack = pins(POLICY_DIR / "requirements.txt")
-    assert pack == {"pulumi-policy": "1.21.0", "pulumi": "3.272.0"}
+    # detect-secrets: settings/credentials.py's rule set, which the pack's secrets-are-secret runs
+    assert pack == {"pulumi-policy": "1.21.0", "pulumi": "3.272.0", "detect-secrets": "1.5.0"}
     repo = pins(ROOT / "constraints.txt")
     assert all(repo[name] == version for name, version in pack.items())
 
