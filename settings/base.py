@@ -103,7 +103,8 @@ class StrictModel(BaseModel):
             message = str(errors[0]["msg"]).removeprefix("Value error, ")
             if names.codepoint(found.char) in message:
                 raise
-            raise ValueError(f"{message} (it holds {found.problem})") from None
+            said, sep, allowed = message.partition("; allowed")  # the character before what is allowed
+            raise ValueError(f"{said} (it holds {found.problem}){sep}{allowed}") from None
         problem = names.text_problem(value)
         if problem:
             raise ValueError(problem)
