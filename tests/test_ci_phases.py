@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,8 +24,8 @@ def test_a_phase_keeps_its_command_status_and_output_and_is_recorded(tmp_path: P
     assert (ok.returncode, ok.stdout) == (0, "fine\n")
     assert (failed.returncode, failed.stderr) == (3, "broken\n")
     lines = [line.split("\t") for line in (tmp_path / "phases.tsv").read_text().splitlines()]
-    assert [(name, status) for name, _, status in lines] == [("lint ruff", "0"), ("pytest", "3")]
-    assert all(float(seconds) >= 0 for _, seconds, _ in lines)
+    assert [(name, status) for name, _, status, _ in lines] == [("lint ruff", "0"), ("pytest", "3")]
+    assert all(float(seconds) >= 0 for _, seconds, _, _ in lines)
 
 
 def test_without_the_variable_nothing_is_written(tmp_path: Path) -> None:
@@ -45,6 +46,25 @@ def test_the_table_totals_phases_and_lists_pytest_groups_apart(tmp_path: Path) -
     assert "31 min 00 s" in rows["total"]  # 600 + 59.6 + 1200 s; the groups overlap and are not added
     assert "18 min 20 s" in rows["pytest control-plane"]
     assert "2 min 00 s" in rows["beside: go downloads"]  # in the background: not in the total either
+
+
+def test_phases_run_side_by_side_total_the_clock_not_the_sum(tmp_path: Path) -> None:
+    """`make test` runs the two Go builds beside each other and beside the virtualenvs and lint: the
+    total is the first start to the last end, and each phase says when it started."""
+    first = _phase(tmp_path, "build engine", "sh", "-c", "sleep 0.3")
+    assert first.returncode == 0
+    line = (tmp_path / "phases.tsv").read_text().split("\t")
+    assert len(line) == 4 and abs(float(line[3]) - time.time()) < 60  # the start, seconds since the epoch
+    phases = tmp_path / "side.tsv"
+    phases.write_text(
+        "build engine\t600.000\t0\t1000.000\nbuild controlplane\t500.000\t0\t1000.500\n"
+        "lint mypy\t60.000\t0\t1001.000\npytest\t1200.000\t0\t1600.000\n"
+        "pytest control-plane\t1100.000\t0\nbeside: go downloads\t120.000\t0\t999.000\n"
+    )
+    out = subprocess.run([sys.executable, str(TABLE), str(phases)], capture_output=True, text=True, check=True).stdout
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if line.strip()}
+    assert "30 min 00 s" in rows["total (clock)"]  # 1000 s to 2800 s, not 2360 s summed; the downloads are beside
+    assert "+ 10 min 01 s" in rows["pytest"] and "+  0 min 02 s" in rows["lint mypy"]
 
 
 def test_prefetch_downloads_for_every_wrapper_module_the_builds_use() -> None:
