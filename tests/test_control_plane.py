@@ -6,6 +6,7 @@ One plane serves the module; `make controlplane` builds its binaries.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import sys
@@ -20,6 +21,7 @@ import pytest
 from settings.model import StackConfig
 from tests import control_plane as cp
 from tests.crd_schema import crd_root
+from tests.standins import poller
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
@@ -325,3 +327,58 @@ def test_ports_named_before_binding_are_outside_the_ephemeral_range_and_per_work
     with socket.socket() as held:  # a port something holds is skipped
         held.bind(("127.0.0.1", second + 1))
         assert cp.free_port() not in (second, second + 1)
+
+
+def _local_port(plane: cp.ControlPlane) -> int:
+    held = plane._connections.held
+    assert held is not None and held.sock is not None, "no connection held after a call"
+    return int(held.sock.getsockname()[1])
+
+
+def test_calls_of_one_thread_share_one_connection_and_a_dropped_one_is_replaced(plane: cp.ControlPlane) -> None:
+    """A TLS handshake per call was a fifth of the test process's CPU under the stand-ins' loops."""
+    plane.request("GET", "/api/v1/namespaces/default")
+    port = _local_port(plane)
+    for _ in range(5):
+        plane.request("GET", "/api/v1/namespaces/default")
+    assert _local_port(plane) == port
+    plane._connections.held.sock.shutdown(socket.SHUT_RDWR)  # as a restarted API server leaves it
+    assert plane.request("GET", "/api/v1/namespaces/default")["metadata"]["name"] == "default"
+    assert _local_port(plane) != port
+    with pytest.raises(cp.ApiError) as refused:  # an error answer leaves the connection usable
+        plane.request("GET", "/api/v1/namespaces/no-such-namespace")
+    assert refused.value.status == 404
+    plane.request("GET", "/api/v1/namespaces/default")
+
+
+def test_a_watched_change_wakes_a_stand_in_long_before_its_idle_pass(plane: cp.ControlPlane) -> None:
+    class Seen(poller.Poller):
+        name = "watch-probe"
+        watched = ("/api/v1/namespaces/default/configmaps",)
+        idle = 600.0
+
+        def __init__(self) -> None:
+            super().__init__(plane, interval=0.05)
+            self.passes: list[set[str]] = []
+
+        def reconcile(self) -> None:
+            listed = plane.request("GET", "/api/v1/namespaces/default/configmaps")["items"]
+            self.passes.append({c["metadata"]["name"] for c in listed})
+
+    probe = Seen()
+    probe.start()
+    try:
+        plane.wait_for("the probe's first pass", lambda: probe.passes, 30)
+        # A quiet collection costs no passes: the first, and one for the watch's opening events.
+        # (Slowness can only lower this count; a poll loop of `interval` made some 30.)
+        time.sleep(1.5)
+        assert len(probe.passes) <= 3, f"{len(probe.passes)} passes while nothing changed"
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watch-probe"}}
+        plane.request("POST", "/api/v1/namespaces/default/configmaps", body)
+        # With no watch the next pass comes after `idle` (10 minutes): this wait would time out.
+        plane.wait_for("a pass that sees the new ConfigMap", lambda: "watch-probe" in probe.passes[-1], 30)
+        probe.check()
+    finally:
+        probe.stop()
+        with contextlib.suppress(cp.ApiError):
+            plane.request("DELETE", "/api/v1/namespaces/default/configmaps/watch-probe")

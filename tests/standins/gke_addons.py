@@ -125,6 +125,8 @@ class LoadBalancers(Poller):
     """Give LoadBalancer Services and Gateways addresses from `pool`, as GKE's controllers do."""
 
     name = "gke-load-balancer-stand-in"
+    watched = ("/api/v1/services", "/apis/gateway.networking.k8s.io/v1/gateways")  # what it reads
+    idle = 5.0  # nothing but a new or changed object needs an address
 
     def __init__(self, plane: cp.ControlPlane, pool: str = "10.250.0.0/24", *, interval: float = 0.5) -> None:
         super().__init__(plane, interval=interval)

@@ -76,9 +76,13 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
 
 
 class SliceAdmission(Poller):
-    """Poll AdmissionChecks and Workloads every `interval` seconds until `stop()`."""
+    """Reconcile AdmissionChecks, Workloads and Slices on each change (at most every `interval` s) until `stop()`."""
 
     name = "slice-admission-stand-in"
+    # Woken by what it reads; with nothing changing, a pass per labelling interval (Slices are
+    # finalized TEARDOWN_SECONDS after their pods went: time passing, which no watch shows).
+    watched = (f"{KUEUE}/admissionchecks", f"{KUEUE}/workloads", "/api/v1/pods")
+    idle = LABEL_INTERVAL
 
     def __init__(self, plane: cp.ControlPlane, *, interval: float = 0.1) -> None:
         super().__init__(plane, interval=interval)
