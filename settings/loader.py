@@ -91,11 +91,12 @@ def load(
     once: the moment rules bound in time judge at (a maintenance exclusion in force now), fixed by tests.
     """
     secrets = set(secret_keys)
+    decoded = {full_key: _decode(value) for full_key, value in raw.items()}
     data: dict[str, Any] = {}
-    for full_key, value in raw.items():
+    for full_key, value in decoded.items():
         namespace, _, key = full_key.partition(":")
         if namespace == NAMESPACE:
-            data[key] = _decode(value)
+            data[key] = value
     problems = []
     for key in sorted(SECRET_KEYS & data.keys()):
         if f"{NAMESPACE}:{key}" not in secrets:
@@ -112,12 +113,12 @@ def load(
     # A token or key in an ordinary setting is refused alone: validating the rest could echo it in a
     # message (a value that breaks a rule is shown), and a leaked credential is the first thing to fix.
     leaked = credentials.plain_credentials(
-        {k: _decode(v) for k, v in raw.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}, secrets
+        {k: v for k, v in decoded.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}, secrets
     )
     if leaked:
         raise ConfigError(problems + leaked)
     # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own.
-    problems += provider_keys.problems(raw, secrets)
+    problems += provider_keys.problems(decoded, secrets)
     data.setdefault("namePrefix", stack)
     if data.pop("project", None) is not None:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")

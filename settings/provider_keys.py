@@ -12,7 +12,6 @@ judged: its value is never echoed, and the plan cannot read it.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
@@ -57,15 +56,6 @@ SERVICE_ACCOUNT_ALLOWED = (
 )
 
 
-def _structured(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
-
-
 def _label_part(text: str, first: bool) -> bool:
     for index, char in enumerate(text):
         category = unicodedata.category(char)
@@ -92,7 +82,7 @@ def _label_problem(key: Any, value: Any) -> str | None:
 
 def default_labels(value: Any) -> list[str]:
     """gcp:defaultLabels: labels the provider puts on every resource that takes labels."""
-    labels = _structured(value)
+    labels = value
     if not isinstance(labels, Mapping):
         return [f"gcp:defaultLabels: {labels!r} is not a mapping; allowed: a mapping of labels, {LABEL_ALLOWED}"]
     if len(labels) > LABELS_MAX:
@@ -113,7 +103,7 @@ def impersonate_service_account(value: Any) -> list[str]:
 
 def disable_default_providers(value: Any) -> list[str]:
     """pulumi:disable-default-providers: a list of packages, `*` for all (pulumi/pulumi#8829)."""
-    packages = _structured(value)
+    packages = value
     allowed = (
         "packages the program reaches only through its own providers (kubernetes), or leave the key out; "
         f"the program uses the default providers of {', '.join(sorted(DEFAULT_PROVIDERS))}"
@@ -136,7 +126,8 @@ CHECKS: dict[str, Callable[[Any], list[str]]] = {
 
 
 def problems(raw: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> list[str]:
-    """Every problem of the provider and engine keys in `raw` (full keys, values as the engine passes them)."""
+    """Every problem of the provider and engine keys in `raw` (full keys; structured values decoded
+    from the JSON text the engine passes, as settings/loader.py decodes them once for every key)."""
     secrets = set(secret_keys)
     return [p for key, check in CHECKS.items() if key in raw and key not in secrets for p in check(raw[key])]
 

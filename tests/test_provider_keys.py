@@ -37,8 +37,9 @@ def _verdict(overrides: dict[str, Any], secret: tuple[str, ...] = ()) -> str | N
     ],
 )
 def test_labels_gcp_accepts_pass(labels: dict[str, Any]) -> None:
-    assert provider_keys.default_labels(json.dumps(labels)) == []
+    assert provider_keys.default_labels(labels) == []
     assert _verdict({"gcp:defaultLabels": labels}) is None
+    assert _verdict({"gcp:defaultLabels": json.dumps(labels)}) is None  # as the engine hands it: JSON text
 
 
 @pytest.mark.parametrize(
@@ -126,6 +127,7 @@ def test_disabling_a_provider_the_program_passes_explicitly_passes() -> None:
 def test_disabling_a_default_provider_the_program_uses_is_refused(packages: list[str], named: list[str]) -> None:
     message = _verdict({"pulumi:disable-default-providers": packages})
     assert message is not None
+    assert _verdict({"pulumi:disable-default-providers": json.dumps(packages)}) == message
     for name in named:
         assert f"pulumi:disable-default-providers: {packages!r} disables the default {name} provider" in message
     assert "allowed: packages the program reaches only through its own providers (kubernetes)" in message
