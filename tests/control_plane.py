@@ -279,13 +279,14 @@ class ControlPlane:
             raise ApiError(method, path, status, raw.decode(errors="replace"))
         return json.loads(raw) if raw else None
 
+    def _connect(self, timeout: float) -> http.client.HTTPSConnection:
+        url = urllib.parse.urlsplit(self.server)
+        return http.client.HTTPSConnection(url.hostname or "", url.port, timeout=timeout, context=self._context())
+
     def watch(self, path: str, seconds: int, stop: threading.Event) -> Iterator[bytes]:
         """The events of one watch on the collection `path` (a JSON line each), until the server ends
         it after `seconds` or `stop` is set (checked at each event); ApiError if refused."""
-        url = urllib.parse.urlsplit(self.server)
-        connection = http.client.HTTPSConnection(
-            url.hostname or "", url.port, timeout=seconds + 10, context=self._context()
-        )
+        connection = self._connect(seconds + 10)
         try:
             query = urllib.parse.urlencode({"watch": "true", "timeoutSeconds": str(seconds)})
             headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -315,8 +316,7 @@ class ControlPlane:
                 held.close()
                 self._connections.held = None
                 raise
-        url = urllib.parse.urlsplit(self.server)
-        fresh = http.client.HTTPSConnection(url.hostname or "", url.port, timeout=timeout, context=self._context())
+        fresh = self._connect(timeout)
         self._connections.held = None
         try:
             answer = _send(fresh, method=method, target=target, data=data, headers=headers, timeout=timeout)
