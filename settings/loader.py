@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from settings import credentials, provider_keys
+from settings import credentials, provider_keys, stack_file
 from settings.base import ProblemsError
 from settings.model import StackConfig
 
@@ -97,7 +97,9 @@ def load(
         namespace, _, key = full_key.partition(":")
         if namespace == NAMESPACE:
             data[key] = value
-    problems = []
+    # A key of a namespace nothing reads would silently not apply (a typo, a look-alike letter,
+    # kubernetes:kubeconfig): refused here, so `pulumi up` refuses what `make plan` refuses.
+    problems = stack_file.namespace_problems(raw, NAMESPACE)
     for key in sorted(SECRET_KEYS & data.keys()):
         if f"{NAMESPACE}:{key}" not in secrets:
             problems.append(
@@ -156,4 +158,12 @@ def from_runtime() -> StackConfig:
     secret_keys = set(runtime_config.get_config_secret_keys_env())
     secret_keys |= {key for key in raw if runtime_config.is_config_secret(key)}
     gcp_project = raw.get("gcp:project")
-    return load(raw, stack=pulumi.get_stack(), project=gcp_project, secret_keys=secret_keys)
+
+    class RefusedConfigError(ConfigError, pulumi.RunError):
+        """Also a RunError, which the language host prints as its message alone, no traceback
+        (sdk/python/cmd/pulumi-language-python-exec: `except pulumi.RunError as e: pulumi.log.error(str(e))`)."""
+
+    try:
+        return load(raw, stack=pulumi.get_stack(), project=gcp_project, secret_keys=secret_keys)
+    except ConfigError as err:
+        raise RefusedConfigError(err.problems) from None

@@ -50,7 +50,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace one typo from the project's",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "tpu-slicng:zone",
         "allowed: tpu-slicing:zone",
@@ -58,7 +58,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace with a look-alike letter",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "tpu-slіcing:zone",  # Cyrillic і (U+0456)
         "allowed: tpu-slicing:zone",
@@ -66,7 +66,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace with a Unicode hyphen",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "tpu\u2011slicing:zone",
         "allowed: tpu-slicing:zone",
@@ -74,7 +74,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace in another case",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "TPU-Slicing:zone",
         "allowed: tpu-slicing:zone",
@@ -82,7 +82,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace with surrounding whitespace",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "tpu-slicing :zone",
         "allowed: tpu-slicing:zone",
@@ -90,7 +90,7 @@ _READING: tuple[RefusedClass, ...] = (
     ),
     RefusedClass(
         "namespace the program never reads",
-        stack_file.config_keys,
+        stack_file.namespace_problems,
         {},
         "kubernetes:context",
         "allowed namespaces: gcp, pulumi, tpu-slicing",

@@ -8,6 +8,8 @@ go-yaml reads UTF-8, or UTF-16 after a byte-order mark (readerc.go, `yaml_parser
 
 The CLI passes on any other namespace silently, so a typo, a look-alike letter or a namespace no
 part of the program reads would be a setting that never applies: only `NAMESPACES` are accepted.
+That judgement (`namespace_problems`) is the settings loader's, run on the keys the engine hands
+`pulumi up` exactly as on the keys this reader returns to `make plan` (settings/loader.py `load`).
 A stack file is a regular file of at most `MAX_BYTES`, refused before it is read otherwise (a FIFO
 or /dev/zero would never end). Every error is one line that starts with the file's name.
 """
@@ -19,6 +21,7 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -196,34 +199,44 @@ def _unseen(namespace: str) -> str:
     return f" (it holds {', '.join(dict.fromkeys(hidden))})" if hidden else ""
 
 
-def _unknown_namespace(key: str, namespace: str, rest: str, project: str) -> StackFileError:
+def _unknown_namespace(key: str, namespace: str, rest: str, project: str) -> str:
     meant = _meant(namespace, project)
     if meant is not None:
-        return StackFileError(
+        return (
             f"config key {key!r}: namespace {namespace!r} is not {meant!r}{_unseen(namespace)}: the program "
             f"reads no look-alike, so the setting would silently not apply; allowed: {meant}:{rest}"
         )
     why = UNREAD.get(namespace, "a setting there would silently not apply")
-    return StackFileError(
+    return (
         f"config key {key!r}: namespace {namespace!r}{_unseen(namespace)} is not one this program reads ({why}); "
         f"allowed namespaces: {', '.join(_known(project))} (a key without one is {project}'s)"
     )
 
 
+def namespace_problems(keys: Iterable[str], project: str = PROJECT) -> list[str]:
+    """One line per full config key (`namespace:key`, as the engine hands them to the program) whose
+    namespace no part of the program reads (`NAMESPACES`), naming the namespace meant where it looks
+    like or is one typo from a known one. Never shows a value: a key alone says what is wrong."""
+    known = set(_known(project))
+    problems = []
+    for key in sorted(keys):
+        namespace, _, rest = key.partition(":")
+        if namespace not in known:
+            problems.append(_unknown_namespace(key, namespace, rest, project))
+    return problems
+
+
 def config_keys(config: dict[str, Any], project: str = PROJECT) -> dict[str, Any]:
-    """The config mapping with every key as the CLI reads it: bare keys in the project's namespace,
-    and no namespace that no part of the program reads (`NAMESPACES`)."""
+    """The config mapping with every key as the CLI reads it: bare keys in the project's namespace.
+    A key of a namespace the program does not read is kept, as the CLI keeps it; the settings loader
+    refuses it (`namespace_problems`), on this path and on `pulumi up`'s alike."""
     if not isinstance(config, dict):
         raise StackFileError(f"`config:` is a mapping of keys to values, not a {type(config).__name__}")
-    known = set(_known(project))
     found: dict[str, Any] = {}
     for key, value in config.items():
         if not isinstance(key, str):
             raise StackFileError(f"config key {key!r} is not a string")
-        namespace, sep, rest = key.partition(":")
-        full = key if sep else f"{project}:{key}"
-        if sep and namespace not in known:
-            raise _unknown_namespace(key, namespace, rest, project)
+        full = key if ":" in key else f"{project}:{key}"
         if full in found:
             raise StackFileError(f"config key {full!r} is given twice (once without its namespace)")
         found[full] = value

@@ -41,3 +41,21 @@ def test_project_as_a_project_key_is_refused_alone() -> None:
     raw, _ = engine.read_stack_config(engine.stack_file("dev"))
     problems = _problems({**raw, "tpu-slicing:project": "Other"}, raw["gcp:project"])
     assert problems == ["tpu-slicing:project: is not a key of this project; set gcp:project instead"], problems
+
+
+def test_a_key_of_a_namespace_nothing_reads_is_refused_with_the_other_problems() -> None:
+    """What `pulumi up` hands the program (from_runtime: every key of every namespace) is judged here,
+    so a look-alike namespace or a kubernetes: key is refused under the engine as under `make plan`."""
+    raw, _ = engine.read_stack_config(engine.stack_file("dev"))
+    kubeconfig = "apiVersion: v1\nclusters:\n- cluster: {server: https://10.0.0.1}\n  name: c\n"
+    problems = _problems(
+        {**raw, "kubernetes:kubeconfig": kubeconfig, "tpu-slіcing:zone": "x", "tpu-slicing:network": '{"mtu": 9000}'},
+        raw["gcp:project"],
+    )
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        "config key 'kubernetes:kubeconfig'",
+        "config key 'tpu-slіcing:zone'",  # Cyrillic і (U+0456)
+        "tpu-slicing:network.mtu",
+    ], problems
+    assert "allowed: tpu-slicing:zone" in problems[1] and "U+0456" in problems[1], problems
+    assert not any("10.0.0.1" in p for p in problems), problems

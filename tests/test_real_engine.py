@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -291,3 +292,63 @@ def test_a_new_cluster_is_refused_a_version_the_channel_no_longer_offers(engine:
     assert not [
         r for r in exported["deployment"].get("resources") or [] if r["type"] == "gcp:container/cluster:Cluster"
     ]
+
+
+# Keys as platform engineers get them wrong, each a mistake of its own kind; every one is a setting
+# the CLI passes on silently, so only the program can refuse it.
+MISTAKEN_KEYS = (
+    "  tpu-slіcing:zone: us-central1-ai1a\n"  # a Cyrillic і (U+0456)
+    "  TPU-Slicing:namePrefix: other\n"
+    "  tpu-slicng:serving: {}\n"
+    "  kubernetes:kubeconfig: |\n"
+    "    apiVersion: v1\n"
+    "    clusters:\n"
+    "    - cluster: {server: 'https://10.9.8.7'}\n"
+    "      name: gke\n"
+    "  tpu-slicing:network: {mtu: 9000}\n"
+)
+
+
+def _problem_lines(text: str) -> list[str]:
+    """The `- ...` lines of an `invalid stack configuration` message, however the printer indents them."""
+    _, found, rest = text.partition("invalid stack configuration")
+    assert found, text
+    return [match.group(1) for match in re.finditer(r"^\s*- (.+)$", rest, flags=re.MULTILINE)]
+
+
+def test_pulumi_preview_refuses_the_keys_make_plan_refuses_with_the_same_lines(engine: Engine) -> None:
+    """One validation path: the keys `pulumi up` hands the program (every namespace) are judged by the
+    loader that judges `make plan`'s, before any resource is registered, with no traceback."""
+    ws = _initialised(engine, "dev", "mistaken-keys")
+    path = ws.root / "Pulumi.dev-new.yaml"
+    # At the top of the `config:` mapping: the CLI writes `encryptionsalt:` after it.
+    path.write_text(path.read_text().replace("\nconfig:\n", "\nconfig:\n" + MISTAKEN_KEYS, 1))
+    planned = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "python"), "-m", "plan", "--stack", "dev-new", "--out", str(ws.root / "out")],
+        cwd=ws.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert planned.returncode == 2, planned.stdout + planned.stderr
+    done, document = ws.preview_steps("dev-new")
+    assert done.returncode != 0, done.stdout
+    errors = [d["message"] for d in document.get("diagnostics", []) if d.get("severity") == "error"]
+    assert not any("Traceback" in error for error in errors), errors
+    # The refusal, and the engine's own line for the program's exit code 1 (the real exec script
+    # leaves exit_code at 1 after `except pulumi.RunError`).
+    (refusal,) = [error for error in errors if "invalid stack configuration" in error]
+    assert _problem_lines(refusal) == _problem_lines(planned.stderr), (refusal, planned.stderr)
+    lines = _problem_lines(planned.stderr)
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        "config key 'TPU-Slicing:namePrefix'",
+        "config key 'kubernetes:kubeconfig'",
+        "config key 'tpu-slicng:serving'",
+        "config key 'tpu-slіcing:zone'",
+        "tpu-slicing:network.mtu",
+    ], lines
+    # The refusals never show the value (the CLI's own JSON document echoes the stack's config).
+    assert not any("10.9.8.7" in error for error in errors) and "10.9.8.7" not in planned.stderr
+    registered = [step["urn"] for step in document.get("steps", [])]
+    assert all("::pulumi:pulumi:Stack::" in urn for urn in registered), registered
