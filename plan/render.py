@@ -223,9 +223,10 @@ def serving_lines(result: PlanResult, config: StackConfig) -> list[str]:
     generation = config.tpu.generation
     model = serving.model
     weights = model.weights_bytes / GIB
+    billions, each = model.size
     lines = [
-        f"  backend vllm-pd: model {model.name} ({model.parameters_billions:g}B parameters x "
-        f"{model.bytes_per_parameter:g} B = {weights:.0f} GiB of weights) from gs://{model.weights_bucket}/{model.path}",
+        f"  backend vllm-pd: model {model.name} ({billions:g}B parameters x "
+        f"{each:g} B = {weights:.0f} GiB of weights) from gs://{model.weights_bucket}/{model.path}",
     ]
     for role in ("prefill", "decode"):
         cfg = getattr(serving, role)

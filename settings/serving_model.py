@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from domain import model_catalog, topology
 from settings import storage_names
@@ -31,7 +31,7 @@ def object_path(value: str) -> str:
     if value.startswith(("/", "gs://")):
         raise ValueError(
             f"{value!r} must be an object path inside serving.model.weightsBucket, without a leading '/' "
-            "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<revision>"
+            "or gs://, e.g. models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<40-hex commit>"
         )
     problem = storage_names.object_path_problem(value)
     if problem:
@@ -48,8 +48,9 @@ class ModelConfig(StrictModel):
     name: str = Field("Qwen/Qwen3.5-397B-A17B-FP8", min_length=1, max_length=256)
     weights_bucket: Bucket = None
     path: ObjectPath = ""
-    parameters_billions: float = Field(397.0, gt=0, le=100_000)
-    bytes_per_parameter: float = Field(1.0, gt=0, le=8)
+    # Unset: the catalog's (domain/model_catalog.py); a model outside it states them.
+    parameters_billions: float | None = Field(None, gt=0, le=100_000)
+    bytes_per_parameter: float | None = Field(None, gt=0, le=8)
     kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
     # From the model's config.json when the catalog does not know it (domain/model_catalog.py).
     attention_heads: int | None = Field(None, ge=1, le=4096)
@@ -66,13 +67,25 @@ class ModelConfig(StrictModel):
             )
         return value
 
+    @model_validator(mode="after")
+    def _figures(self) -> ModelConfig:
+        catalog_figures(self)
+        return self
+
     @property
     def label(self) -> str:
         return self.name.rsplit("/", 1)[-1]
 
     @property
+    def size(self) -> tuple[float, float]:
+        """(parameters in billions, bytes per parameter): the stack's, else the catalog's."""
+        billions, each = _stated_or_catalogued(self)
+        assert billions is not None and each is not None  # catalog_figures refuses a model without them
+        return billions, each
+
+    @property
     def weights_bytes(self) -> int:
-        return topology.weights_bytes(self.parameters_billions, self.bytes_per_parameter)
+        return topology.weights_bytes(*self.size)
 
     @property
     def architecture(self) -> model_catalog.Architecture | None:
@@ -85,3 +98,43 @@ class ModelConfig(StrictModel):
         if known and (heads, context) == (known.attention_heads, known.context_length):
             return known
         return model_catalog.Architecture(heads, known.kv_heads if known else heads, context, "the stack")
+
+
+def _stated_or_catalogued(model: ModelConfig) -> tuple[float | None, float | None]:
+    known = model_catalog.architecture(model.name)
+    billions = model.parameters_billions or (known.parameters_billions if known else None)
+    return billions, model.bytes_per_parameter or model_catalog.bytes_per_parameter(model.name)
+
+
+def catalog_figures(model: ModelConfig) -> None:
+    """A catalogued model's figures come from its published config (domain/model_catalog.py): a stack
+    value that contradicts one is refused naming both; a model the catalog does not size states its size."""
+    known = model_catalog.architecture(model.name)
+    catalogued = {  # key: (the stack's, the catalog's, where the catalog's comes from)
+        "parametersBillions": (model.parameters_billions, known and known.parameters_billions, "the model card"),
+        "bytesPerParameter": (
+            model.bytes_per_parameter,
+            model_catalog.bytes_per_parameter(model.name),
+            "config.json quantization_config",
+        ),
+        "attentionHeads": (model.attention_heads, known and known.attention_heads, "config.json num_attention_heads"),
+        "contextLength": (model.context_length, known and known.context_length, "config.json max_position_embeddings"),
+    }
+    contradictions = [
+        f"serving.model.{key} {stated:g} contradicts the catalog's {catalog:g} for model {model.name!r} "
+        f"({where}, domain/model_catalog.py); allowed: {catalog:g}, or leave it unset to take the catalog's"
+        for key, (stated, catalog, where) in catalogued.items()
+        if stated is not None and catalog is not None and stated != catalog
+    ]
+    if contradictions:
+        raise ValueError("; ".join(contradictions))
+    billions, each = _stated_or_catalogued(model)
+    missing = [key for key, value in (("parametersBillions", billions), ("bytesPerParameter", each)) if value is None]
+    if missing:
+        raise ValueError(
+            " and ".join(f"serving.model.{key}" for key in missing)
+            + f" {'is' if len(missing) == 1 else 'are'} required for model {model.name!r}, whose size "
+            "domain/model_catalog.py does not hold: the weights every serving slice must fit are parameters x "
+            "bytes per parameter; allowed: the parameter count in billions from the model card, and the bytes "
+            "each parameter takes by the checkpoint's quantization (config.json: 2 for bfloat16, 1 for fp8 or int8)"
+        )

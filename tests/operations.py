@@ -510,7 +510,11 @@ DEV_RECIPES = (
         "another model",
         config=(
             ("serving.model.name", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"),
-            ("serving.model.path", "models--Qwen--Qwen3-235B-A22B-Instruct-2507-FP8/snapshots/recipe"),
+            # A real revision of that repository (vLLM and SGLang launch scripts name it), in cache layout.
+            (
+                "serving.model.path",
+                "models--Qwen--Qwen3-235B-A22B-Instruct-2507-FP8/snapshots/e156cb4efae43fbee1a1ab073f946a1377e6b969",
+            ),
             ("serving.model.parametersBillions", "235"),
             ("serving.model.attentionHeads", "64"),
             ("serving.model.contextLength", "262144"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -19,6 +20,11 @@ from settings import pins
 
 _VLLM_IMAGE = "docker.io/vllm/vllm-tpu"
 _QWEN = model_catalog.architecture("Qwen/Qwen3.5-397B-A17B")
+_HOUSE_MODEL = {
+    "name": "acme/house-model",
+    "path": f"models--acme--house-model/snapshots/{'0' * 40}",
+    "contextLength": 262_144,
+}
 assert _QWEN is not None
 
 
@@ -195,7 +201,10 @@ MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     # Heads the default TP (a 2x2x2 slice's 16 devices) does not divide, or larger slices whose default
     # TP (their devices) exceeds the catalogued model's 32 heads.
     "tensor parallelism that does not divide the attention heads": st.one_of(
-        st.integers(1, 4096).filter(lambda h: h % 16).map(lambda h: {"serving": {"model": {"attentionHeads": h}}}),
+        # A model outside the catalog (a catalogued model's heads are its own, settings/serving_model.py).
+        st.integers(1, 4096)
+        .filter(lambda h: h % 16)
+        .map(lambda h: {"serving": {"model": {**_HOUSE_MODEL, "attentionHeads": h}}}),
         st.sampled_from(["2x4x4", "4x4x4"]).map(
             lambda t: {"serving": {"prefill": {"topology": t, "replicas": 1}, "decode": {"topology": t, "replicas": 1}}}
         ),
@@ -207,6 +216,20 @@ MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     ),
     "chart registry over http(s) instead of OCI": _NOT_OCI.map(_chart_registry),
     "chart registry that is no OCI registry and repository path": _spoiled_registry().map(_chart_registry),
+    # Revisions that are no full lowercase commit (a branch, a short or upper-case hash), or another model's folder.
+    "model path that is no Hugging Face snapshot of the named model": st.one_of(
+        st.text("0123456789abcdefABCDEF-main", min_size=1, max_size=64)
+        .filter(lambda c: re.fullmatch("[0-9a-f]{40}", c) is None)
+        .map(lambda c: {"serving": {"model": {"path": f"models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/{c}"}}}),
+        st.sampled_from(["Qwen3.5-397B-A17B", "Qwen3.5-397B-A17B-Int4", "Qwen3-235B-A22B-Instruct-2507-FP8"]).map(
+            lambda n: {"serving": {"model": {"path": f"models--Qwen--{n}/snapshots/{'0' * 40}"}}}
+        ),
+    ),
+    # Any other parameter count, alone or beside another contradicted figure (all are named at once).
+    "model figure that contradicts the catalog": st.tuples(
+        st.floats(0.5, 100_000).filter(lambda b: b != 397),
+        st.one_of(st.just({}), st.integers(1, 4096).filter(lambda h: h != 32).map(lambda h: {"attentionHeads": h})),
+    ).map(lambda pair: {"serving": {"model": {"parametersBillions": pair[0], **pair[1]}}}),
     "maxModelLen above the model's context": st.integers(_QWEN.context_length + 1, 1_048_576).map(
         lambda n: {"serving": {"vllm": {"maxModelLen": n}}}
     ),

@@ -233,7 +233,16 @@ def test_a_pattern_field_refuses_a_final_newline(key: str) -> None:
 # (the override, the key the message names): free-form names, paths, labels, tags and versions.
 STRINGS: list[tuple[dict[str, Any], str]] = [
     ({"serving": {"model": {"name": "Qwen/Qwen3.5-397B-A17B-FP8"}}}, "serving.model.name"),
-    ({"serving": {"model": {"path": "models/qwen"}}}, "serving.model.path"),
+    (
+        {
+            "serving": {
+                "model": {
+                    "path": "models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+                }
+            }
+        },
+        "serving.model.path",
+    ),
     ({"serving": {"gateway": {"name": "inference-gateway"}}}, "serving.gateway.name"),
     ({"serving": {"namespace": "llm-d-pd-disaggregation"}}, "serving.namespace"),
     ({"serving": {"smokeTest": {"runId": "run-1"}}}, "serving.smokeTest.runId"),
@@ -338,7 +347,8 @@ def test_an_item_of_a_list_is_named_by_its_index() -> None:
 def test_the_ascii_space_is_left_to_each_fields_own_rule() -> None:
     assert names.character_problem("models/my model") is None
     assert names.character_problem("a b", space=False) == "U+0020 SPACE (a space) at position 1"
-    assert _load({"serving": {"model": {"path": "models/my model"}}}).serving.model.path == "models/my model"
+    spaced = "my models/models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/ea5b4f81096f3901c91dea97f81324302495781d"
+    assert _load({"serving": {"model": {"path": spaced}}}).serving.model.path == spaced
     refused = r"tpu-slicing:serving\.gateway\.name: 'inference gateway' is not a valid name"
     with pytest.raises(ConfigError, match=refused):
         _load({"serving": {"gateway": {"name": "inference gateway"}}})

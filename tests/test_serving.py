@@ -352,7 +352,8 @@ FINGERPRINT = "tpu-slicing/serving-fingerprint"
     [
         ({"serving": {"smokeTest": {"runId": "retry-2"}}}, True),  # an explicit new run
         ({"versions": {"vllmImage": "docker.io/vllm/vllm-tpu:v0.26.1"}}, True),  # an image it tests
-        ({"serving": {"model": {"parametersBillions": 300}}}, True),  # the serving spec
+        # the serving spec: another revision of the weights
+        ({"serving": {"model": {"path": f"models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/{'1' * 40}"}}}, True),
         ({"serving": {"vllm": {"maxNumSeqs": 256}}}, True),
         ({"serving": {"decode": {"replicas": 3}}}, False),  # capacity only: new groups serve once Ready
         ({"serving": {"prefill": {"replicas": 5}}}, False),

@@ -21,6 +21,20 @@ from settings.rules_kueue import topology_level_order
 from tests.conftest import DevRunner, config_with, dev_raw, merged
 
 
+def _house_model(billions: float) -> dict[str, Any]:
+    """A model of `billions` parameters outside domain/model_catalog.py (a catalogued model's size is its
+    own), one byte each, with the catalogued Qwen's heads and context, at a snapshot of its own."""
+    name = f"acme/house-model-{billions:g}b"
+    return {
+        "name": name,
+        "path": f"models--acme--house-model-{billions:g}b/snapshots/{'0' * 40}",
+        "parametersBillions": billions,
+        "bytesPerParameter": 1,
+        "attentionHeads": 32,
+        "contextLength": 262_144,
+    }
+
+
 def test_dev_stack_defaults_follow_the_reference() -> None:
     config = config_with()
     assert config.location == "us-central1"
@@ -259,7 +273,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "128 chips",
     ),
     ("serving shape", {"serving": {"decode": {"topology": "4x4x8"}}}, "serving.decode.topology", "sub-slice"),
-    ("model does not fit", {"serving": {"model": {"parametersBillions": 2000}}}, "serving.prefill.topology", "chips"),
+    ("model does not fit", {"serving": {"model": _house_model(2000)}}, "serving.prefill.topology", "chips"),
     ("headroom", {"serving": {"model": {"kvCacheHeadroom": 1.5}}}, "tpu-slicing:serving.model.kvCacheHeadroom", "1"),
     ("plain-text token", {"hfToken": "hf_plaintext"}, "tpu-slicing:hfToken", "--secret"),
     ("project key", {"project": "other"}, "tpu-slicing:project", "gcp:project"),
@@ -335,7 +349,7 @@ def test_corpus_is_large_enough() -> None:
 
 def test_model_memory_message_says_what_is_needed() -> None:
     with pytest.raises(ConfigError) as caught:
-        config_with({"serving": {"model": {"parametersBillions": 2000, "bytesPerParameter": 1}}})
+        config_with({"serving": {"model": _house_model(2000)}})
     message = str(caught.value)
     # 2000e9 B = 1863 GiB; with 30% headroom 2661 GiB; 192 GiB chips -> 14 chips; smallest shape 2x2x4.
     assert "1863 GiB of weights" in message
@@ -406,7 +420,7 @@ def test_tensor_parallelism_must_spread_the_weights_over_devices_that_hold_them(
     """Any TP that exceeds or does not divide the slice's devices, or leaves a device more than its HBM."""
     weights = billions * 1e9  # one byte per parameter
     usable = 0.7  # the default 30% KV-cache headroom
-    overrides = {"serving": {"vllm": {"tensorParallelSize": tp}, "model": {"parametersBillions": billions}}}
+    overrides = {"serving": {"vllm": {"tensorParallelSize": tp}, "model": _house_model(billions)}}
     if weights > TP_DEVICES // 2 * 192 * GIB * usable:
         with pytest.raises(ConfigError, match=r"serving\.prefill\.topology 2x2x2 holds"):
             config_with(overrides)

@@ -48,6 +48,7 @@ from contracts.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from contracts.ports import JETSTREAM_PROMETHEUS_PORT
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
+from settings import storage_names
 from workloads.bucket_access import Grant, grants, uniform_bucket
 from workloads.model_access import workload_principal_output
 
@@ -91,7 +92,7 @@ LIVENESS_FAILURES = 10
 
 # The Pathways resource manager and workers write compilation and transfer scratch
 # data under gs://<bucket>/pathways-scratch, so multi-host also writes, there only.
-SCRATCH_PREFIX = "pathways-scratch/"
+SCRATCH_PREFIX = storage_names.PATHWAYS_SCRATCH_PREFIX
 
 IMAGE_KEYS = ("maxengine", "http", "pathways", "pathways_server", "pathways_proxy")
 EXPOSURES = ("internal", "external")

@@ -19,10 +19,11 @@ from pulumi_kubernetes.core import v1 as core
 from pulumi_kubernetes.meta import v1 as meta
 
 from contracts.labels import COMMON_LABELS
+from settings import storage_names
 from workloads.bucket_access import grants, uniform_bucket
 
 # Where vLLM writes compiled XLA programs (VLLM_XLA_CACHE_PATH in workloads/vllm_command.py).
-CACHE_PREFIX = "xla_cache/"
+CACHE_PREFIX = storage_names.XLA_CACHE_PREFIX
 
 
 def workload_principal(project_number: str, project: str, namespace: str, service_account: str) -> str:
