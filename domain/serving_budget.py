@@ -11,10 +11,13 @@ must outlast, so no deadline can end before the work it watches:
 - JetStream's smoke test outlasts the image pull and its server's startup probe, which outlasts the
   MaxText engine's model load (no Kueue, no slice activation: its slices are fixed node pools that
   exist before its pods);
+- Saxml's publish Job outlasts its model servers' image pull and start (it starts when their JobSet
+  exists and waits until every replica is active);
 - a slice check's JAX rendezvous outlasts a peer that pulls its image late, and its own deadline
   outlasts the rendezvous and the checks.
 
-Plain Python: the settings refuse a smoke deadline below `smoke_deadline_min_seconds`, the
+Plain Python: the settings refuse a smoke deadline below `smoke_deadline_min_seconds` and a publish
+deadline below `saxml_publish_min_seconds` (settings/rules_serving.py, settings/rules_waits.py), the
 workloads write the figures into the objects, and a test reads them back from those objects.
 """
 
@@ -105,6 +108,12 @@ class ServingBudget:
         """How long JetStream's smoke Job, started with its servers, waits for the first answer: the
         image pull (the admission half of that figure is slack here) and the server's startup."""
         return self.admission_and_pull_seconds + self.jetstream_startup_seconds
+
+    @property
+    def saxml_publish_min_seconds(self) -> int:
+        """The least Saxml's publish Job may wait for its replicas: it starts once the model-server JobSet
+        exists, so a replica is active no sooner than its server's image pull and start."""
+        return self.admission_and_pull_seconds + self.startup_margin_seconds
 
     @property
     def slice_check_init_seconds(self) -> int:

@@ -5,7 +5,7 @@ YAML keys are camelCase (`namePrefix`), Python attributes snake_case. Unknown ke
 single resource is registered. The rules live beside what they guard, one module per concern, each
 with the classes it refuses (settings/refusals.py collects them): `rules_network.py`,
 `rules_cluster.py`, `rules_capacity.py`, `rules_kueue.py`, `rules_versions.py`, `rules_backends.py`,
-`rules_serving.py` and `rules_observability.py`. This module keeps the tree and the order they run in.
+`rules_serving.py`, `rules_observability.py` and `rules_waits.py`. This module keeps the tree and the order they run in.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import partial
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from domain import topology
 from domain.serving_budget import BUDGET
@@ -31,6 +31,7 @@ from settings import (
     rules_observability,
     rules_serving,
     rules_versions,
+    rules_waits,
 )
 from settings.base import OWN_CHARACTERS, ProblemsError, Shape, StrictModel
 from settings.names import NameRule
@@ -292,7 +293,11 @@ class SmokeTestConfig(StrictModel):
 
 class GatewayConfig(StrictModel):
     name: DnsLabel = "inference-gateway"
-    address_timeout_seconds: int = Field(1200, ge=60, le=7200)
+    address_timeout_seconds: Annotated[
+        int,
+        Field(ge=rules_waits.ADDRESS_TIMEOUT_MIN, le=rules_waits.ADDRESS_TIMEOUT_MAX),
+        BeforeValidator(rules_waits.address_timeout),
+    ] = 1200
 
 
 class SliceConfig(StrictModel):
@@ -341,7 +346,12 @@ class SaxmlConfig(StrictModel):
     model_path: str = Field("saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd175B32Test", pattern=r"^[A-Za-z0-9_.]+$")
     # "None" is Saxml's literal for a test model with random weights.
     checkpoint: Annotated[str, AfterValidator(rules_backends.checkpoint)] = "None"
-    publish_deadline_seconds: int = Field(3600, ge=60, le=6 * 3600)
+    # At least its model servers' image pull and start (domain/serving_budget.py, settings/rules_waits.py).
+    publish_deadline_seconds: Annotated[
+        int,
+        Field(ge=BUDGET.saxml_publish_min_seconds, le=rules_waits.PUBLISH_DEADLINE_MAX),
+        BeforeValidator(rules_waits.publish_deadline),
+    ] = 3600
 
     @property
     def cell(self) -> str:
@@ -501,6 +511,7 @@ class StackConfig(StrictModel):
             rules_cluster.check_system_machine,
             rules_cluster.check_upgrade_policy,
             partial(rules_cluster.check_hold_in_force, now=now),
+            rules_waits.check_smoke_fits,
             rules_observability.check_alerts,
             rules_versions.check_controllers,
         )

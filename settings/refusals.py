@@ -37,6 +37,7 @@ from settings.rules_network import REFUSED as NETWORK
 from settings.rules_observability import REFUSED as OBSERVABILITY
 from settings.rules_serving import REFUSED as SERVING
 from settings.rules_versions import REFUSED as VERSIONS
+from settings.rules_waits import REFUSED as WAITS
 
 _READING: tuple[RefusedClass, ...] = (
     # --- the stack file as the CLI reads it (settings/stack_file.py)
@@ -179,6 +180,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *OBSERVABILITY,
     *BACKENDS,
     *SERVING,
+    *WAITS,
 )
 CLASS_COUNT = len(REFUSED_CLASSES)
 NAMES = tuple(c.name for c in REFUSED_CLASSES)

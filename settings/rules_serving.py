@@ -24,6 +24,7 @@ from settings.names import NameRule
 from settings.refused import RefusedClass
 from settings.rules_backends import Backend
 from settings.rules_capacity import as_subslice
+from settings.rules_waits import minutes_hint
 from settings.serving_model import ModelConfig
 from settings.vllm import check_engine, check_tensor_parallel
 
@@ -68,6 +69,7 @@ def smoke_deadline(value: int) -> int:
             f"{BUDGET.activation_seconds} s + a leader's startup {BUDGET.startup_seconds} s: Ray "
             f"{BUDGET.ray_init_seconds} s, engine {BUDGET.engine_ready_seconds} s, margin "
             f"{BUDGET.startup_margin_seconds} s; domain/serving_budget.py)"
+            f"{minutes_hint(value, least, SMOKE_DEADLINE_MAX)}"
         )
     return value
 
@@ -390,6 +392,13 @@ REFUSED: tuple[RefusedClass, ...] = (
         {"serving": {"smokeTest": {"deadlineSeconds": 3600}}},
         "serving.smokeTest.deadlineSeconds",
         "allowed are 18600 to 28800 s",
+    ),
+    RefusedClass(
+        "smoke-test deadline given in minutes",
+        smoke_deadline,
+        {"serving": {"smokeTest": {"deadlineSeconds": 310}}},
+        "serving.smokeTest.deadlineSeconds",
+        "310 minutes is 18600 s",
     ),
     RefusedClass(
         "malformed smoke-test run id",

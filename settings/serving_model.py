@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from domain import model_catalog, topology
-from settings import storage_names
+from settings import rules_waits, storage_names
 from settings.base import OWN_CHARACTERS, StrictModel
 from settings.names import NameRule
 
@@ -50,8 +50,11 @@ class ModelConfig(StrictModel):
     path: ObjectPath = ""
     # Unset: the catalog's (domain/model_catalog.py); a model outside it states them.
     parameters_billions: float | None = Field(None, gt=0, le=100_000)
-    bytes_per_parameter: float | None = Field(None, gt=0, le=8)
-    kv_cache_headroom: float = Field(0.3, ge=0, lt=1)
+    # Bytes, not bits; a fraction, not a percent (settings/rules_waits.py says the unit of a slip).
+    bytes_per_parameter: Annotated[
+        float | None, Field(gt=0, le=8), BeforeValidator(rules_waits.bytes_per_parameter)
+    ] = None
+    kv_cache_headroom: Annotated[float, Field(ge=0, lt=1), BeforeValidator(rules_waits.fraction)] = 0.3
     # From the model's config.json when the catalog does not know it (domain/model_catalog.py).
     attention_heads: int | None = Field(None, ge=1, le=4096)
     context_length: int | None = Field(None, ge=256, le=16_777_216)

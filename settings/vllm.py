@@ -8,11 +8,12 @@ the arguments this program passes (workloads/vllm_command.py), including the one
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from domain import topology
+from settings import rules_waits
 from settings.base import Shape, StrictModel
 from settings.serving_model import ModelConfig
 
@@ -25,8 +26,9 @@ class RoleConfig(StrictModel):
 class VllmConfig(StrictModel):
     """vLLM engine settings shared by prefill and decode (defaults from the reference)."""
 
-    max_model_len: int = Field(9216, ge=256, le=1_048_576)
-    max_num_batched_tokens: int = Field(8192, ge=256, le=1_048_576)
+    # Tokens, not thousands of them (settings/rules_waits.py says the unit when a value is below the floor).
+    max_model_len: Annotated[int, Field(ge=256, le=1_048_576), BeforeValidator(rules_waits.tokens)] = 9216
+    max_num_batched_tokens: Annotated[int, Field(ge=256, le=1_048_576), BeforeValidator(rules_waits.tokens)] = 8192
     max_num_seqs: int = Field(512, ge=1, le=65_536)
     kv_cache_dtype: Literal["auto", "fp8", "bfloat16"] = "fp8"
     enable_expert_parallel: bool = True
