@@ -168,7 +168,11 @@ def _spoiled_registry(draw: st.DrawFn) -> str:
     }[spoil]
 
 
-_TOKEN_CHARS = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", min_size=34, max_size=40)
+# A token of one or two distinct letters ("000...0", "xxxx") is a placeholder, no credential
+# (settings/credentials.py `_is_reference`): hypothesis draws such strings first, so they are left out.
+_TOKEN_CHARS = st.text(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", min_size=34, max_size=40
+).filter(lambda t: len(set(t.lower())) > 2)
 _CREDENTIALS = st.one_of(
     _TOKEN_CHARS.map(lambda t: f"hf_{t}"),
     _TOKEN_CHARS.map(lambda t: f"ya29.{t}"),
