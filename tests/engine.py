@@ -13,6 +13,8 @@ Run a real preview of a stack by hand (docs/testing.md, "Real engine, offline"):
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.standins import program_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE_DIR = Path(os.environ.get("TPU_SLICING_ENGINE", Path.home() / ".cache" / "tpu-slicing" / "engine"))
@@ -47,6 +51,22 @@ STANDINS = {
 
 class EngineMissingError(RuntimeError):
     pass
+
+
+_ZYGOTE = contextlib.ExitStack()
+atexit.register(_ZYGOTE.close)
+
+
+def _program_zygote(standin_host: bool) -> dict[str, str]:
+    """The environment that points the stand-in host at this process's program zygote, started on
+    first use (tests/standins/program_zygote.py): one per test process, ended when it exits."""
+    python = ROOT / ".venv" / "bin" / "python"
+    if not standin_host or not python.exists():
+        return {}
+    if not hasattr(_program_zygote, "path"):
+        folder = Path(_ZYGOTE.enter_context(tempfile.TemporaryDirectory(prefix="tsz-", dir="/tmp")))
+        _program_zygote.path = _ZYGOTE.enter_context(program_zygote.running(folder / "socket", python))  # type: ignore[attr-defined]
+    return {program_zygote.ENV: _program_zygote.path}  # type: ignore[attr-defined]
 
 
 def _pinned(requirement: str) -> str:
@@ -96,6 +116,7 @@ class Engine:
         except OSError:
             shutil.copy2(pulumi.resolve(), bindir / "pulumi")
         env = {
+            **_program_zygote(standin_host),
             "PATH": os.pathsep.join([str(bindir), os.environ.get("PATH", "")]),
             "HOME": os.environ.get("HOME", str(base)),
             "PULUMI_HOME": str(home),

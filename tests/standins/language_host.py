@@ -32,6 +32,7 @@ import grpc
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
 
+from tests.standins import program_zygote
 from tests.standins.serve import plugin_main
 
 VERSION = "3.274.0"
@@ -138,12 +139,17 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
                 "PULUMI_CONFIG_SECRET_KEYS": json.dumps(list(request.configSecretKeys)),
             }
         )
-        done = subprocess.run(argv, env=env, check=False)
-        if done.returncode == 0:
+        # A fresh interpreter, or the same run forked from one that has the SDKs imported already
+        # (tests/standins/program_zygote.py says what that cannot show).
+        zygote = os.environ.get(program_zygote.ENV)
+        code = program_zygote.run(zygote, argv, env) if zygote else None
+        if code is None:
+            code = subprocess.run(argv, env=env, check=False).returncode
+        if code == 0:
             return language_pb2.RunResponse()
-        if done.returncode == 32:
+        if code == 32:
             return language_pb2.RunResponse(bail=True)
-        return language_pb2.RunResponse(error=f"program exited with non-zero exit code: {done.returncode}")
+        return language_pb2.RunResponse(error=f"program exited with non-zero exit code: {code}")
 
     def RunPlugin(self, request: Any, context: Any) -> Any:  # noqa: N802
         pack = Path(request.info.program_directory or request.program)
