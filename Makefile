@@ -58,6 +58,10 @@ real-preview: engine $(VENV)/.dev policy/venv/.ready
 plan: $(VENV)/.runtime
 	$(PY) -m plan --stack="$$TPU_SLICING_STACK"
 
+## reservation: the block stack $(STACK) binds, sub-block by sub-block (health, free hosts, stacks, maintenance), from a snapshot or gcloud
+reservation: $(VENV)/.runtime
+	$(PY) -m plan reservation --stack="$$TPU_SLICING_STACK"
+
 ## preview: the same for a brand-new stack, with cloud-computed values unknown
 preview: $(VENV)/.runtime
 	$(PY) -m plan --stack="$$TPU_SLICING_STACK" --preview

@@ -15,6 +15,7 @@ from contracts.network_policies import Allowance, NetworkPolicies, NetworkPolici
 from k8s.kueue_queues import LOCAL_QUEUE, KueueQueues, KueueQueuesArgs
 from k8s.slice_controller import SliceController, SliceControllerArgs
 from k8s.slicing_checks import SliceCheck, SlicingChecks, SlicingChecksArgs, network_allowances
+from settings import rules_recovery
 
 
 def dynamic_slicing(base: Foundation, allowances: Sequence[Allowance]) -> Foundation:
@@ -53,6 +54,7 @@ def dynamic_slicing(base: Foundation, allowances: Sequence[Allowance]) -> Founda
             memory_gib=vms * base.machine.memory_gib,
             kueue=controllers.ready("kueue"),
             slice_controller=slice_controller,
+            recovery=rules_recovery.kueue_manager_config(config.kueue.recovery),
         ),
     )
     checks = [

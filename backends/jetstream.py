@@ -79,7 +79,7 @@ def deploy(base: Foundation) -> Served:
                 api=JETSTREAM_API,
                 model=serving.model.name,
                 image=versions.smoke_test_image,
-                # A deadline the stack sets (at least the vLLM figure, settings) or JetStream's own.
+                # A deadline the stack sets (at least JetStream's own budget, settings) or that budget.
                 deadline_seconds=smoke.deadline_seconds
                 if "deadline_seconds" in smoke.model_fields_set
                 else BUDGET.jetstream_smoke_deadline_seconds,

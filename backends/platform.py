@@ -14,12 +14,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from domain.reservation_health import Window
 from infra.apis import ProjectApis, ProjectApisArgs
 from infra.cluster import Cluster, ClusterArgs
 from infra.network import Network, NetworkArgs
+from infra.reservation import ReservationCheck, ReservationCheckArgs
 from infra.tpu_pools import TpuPools, TpuPoolsArgs
 from infra.workload_policy import WorkloadPolicy, WorkloadPolicyArgs
 from k8s.controllers import Controllers, ControllersArgs
+from settings import rules_recovery
 from settings.capacity import NodePools
 from settings.model import StackConfig
 
@@ -128,7 +131,32 @@ def tpu_node_pools(config: StackConfig, cloud: GoogleCloud, nodes: NodePools) ->
             accelerator_label=nodes.generation.accelerator_label,
             policy=policy.policy if policy is not None else None,
             tpu_topology=None if serving.dynamic_slicing else serving.slice.topology,
+            reservation_check=reservation_check(config, cloud, nodes.nodes_per_pool) if policy is not None else None,
         ),
+    )
+
+
+def reservation_check(config: StackConfig, cloud: GoogleCloud, hosts_per_pool: int) -> ReservationCheck | None:
+    """The read of the reservation's bound sub-blocks (TPU7x cubes on a block), after the APIs."""
+    reservation = config.reservation
+    if reservation is None or reservation.block is None:
+        return None
+    return ReservationCheck(
+        ReservationCheckArgs(
+            project=config.reservation_project,
+            zone=config.zone,
+            reservation=reservation.name,
+            block=reservation.block,
+            sub_blocks=reservation.sub_blocks,
+            hosts_per_pool=hosts_per_pool,
+            # The Compute API answers the reads, and an AI zone is hidden without the preview feature:
+            # those two of what every call to the project's APIs waits for.
+            after=[
+                r for r in cloud.apis.ready if r in (cloud.apis.services["compute.googleapis.com"], cloud.apis.ai_zones)
+            ],
+            no_go=[Window(w.start, w.end) for w in reservation.maintenance_no_go or []],
+            accepted=dict(reservation.accept or {}),
+        )
     )
 
 
@@ -143,5 +171,6 @@ def batch_controllers(config: StackConfig, provider: kubernetes.Provider, wanted
             versions={name: pinned[name] for name in wanted},
             chart_registry=config.controllers.chart_registry,
             install=config.controllers.install,
+            kueue_recovery=rules_recovery.kueue_manager_config(config.kueue.recovery),
         ),
     )

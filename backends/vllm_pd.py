@@ -12,9 +12,14 @@ from k8s.controllers import CHARTS as CONTROLLER_CHARTS
 from k8s.inference_crds import InferenceCrds, InferenceCrdsArgs
 from k8s.inference_gateway import InferenceGateway, InferenceGatewayArgs
 from k8s.kueue_queues import LOCAL_QUEUE
+from k8s.metrics_adapter import NAME as ADAPTER_ACCOUNT
+from k8s.metrics_adapter import NAMESPACE as ADAPTER_NAMESPACE
+from k8s.metrics_adapter import MetricsAdapter, MetricsAdapterArgs
 from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from settings.model import StackConfig
-from workloads.model_access import ModelAccess, ModelAccessArgs
+from settings.vllm import AutoscalingConfig
+from workloads.model_access import ModelAccess, ModelAccessArgs, workload_principal_output
+from workloads.role_autoscaler import AutoscalerPlan
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
@@ -32,7 +37,8 @@ def allowances(config: StackConfig) -> list[Allowance]:
         *epp_allowances(GUIDE, proxy_cidr),
         *vllm_allowances(
             GUIDE,
-            {role: getattr(serving, role).replicas for role in ("prefill", "decode")},
+            # Every group the role may run: an autoscaler's new groups need their allowances in place.
+            {role: getattr(serving, role).max_replicas for role in ("prefill", "decode")},
             picker=epp_selector(GUIDE),
             proxy_cidr=proxy_cidr,
             smoke_test_job=SMOKE_JOB if serving.smoke_test.enabled else None,
@@ -63,9 +69,23 @@ def _roles(base: Foundation) -> list[RolePlan]:
                 ),
                 replicas=role.replicas,
                 topology=role.topology,
+                autoscaler=_autoscaler(role.autoscaling),
             )
         )
     return roles
+
+
+def _autoscaler(scaling: AutoscalingConfig | None) -> AutoscalerPlan | None:
+    if scaling is None:
+        return None
+    return AutoscalerPlan(
+        min=scaling.min,
+        max=scaling.max,
+        metric=scaling.metric,
+        target=scaling.target,
+        scale_up_stabilization_seconds=scaling.scale_up_stabilization_seconds,
+        scale_down_stabilization_seconds=scaling.scale_down_stabilization_seconds,
+    )
 
 
 def deploy(base: Foundation) -> Served:
@@ -151,6 +171,23 @@ def deploy(base: Foundation) -> Served:
             ],
         ),
     )
+    if config.controllers.install and any(getattr(serving, role).autoscaling for role in ("prefill", "decode")):
+        # The metrics API the roles' autoscalers read (k8s/metrics_adapter.py), cluster-wide: in a
+        # shared cluster (controllers.install false) the platform team serves custom.metrics.k8s.io,
+        # as it runs the controllers; two adapters would claim one APIService (docs/deploy.md).
+        MetricsAdapter(
+            "metrics-adapter",
+            MetricsAdapterArgs(
+                provider=provider,
+                image=versions.metrics_adapter_image,
+                project=config.project,
+                principal=workload_principal_output(
+                    config.project, ADAPTER_NAMESPACE, ADAPTER_ACCOUNT, [base.cluster.cluster]
+                ),
+                pod_cidr=str(config.network.pod_cidr),
+                depends_on=[base.cluster.cluster, base.cluster.system_pool],
+            ),
+        )
     if serving.smoke_test.enabled:
         SmokeJob(
             "smoke-test",
@@ -166,15 +203,21 @@ def deploy(base: Foundation) -> Served:
                 # replace the Job (tests/test_cluster_up_installed.py found the needless re-run).
                 # Nor is the number of groups: a scale-up's new groups enter the picker's pool only
                 # once their readiness probes pass, and a scale-down leaves groups already tested,
-                # so a replica change re-ran the Job for nothing (the README's Operations recipes).
+                # so a replica change re-ran the Job for nothing (the README's Operations recipes); the
+                # same holds for the autoscaler's bounds, which only change how many groups there are.
                 # Nor are the other backends' blocks, which a vllm-pd stack may not set (settings'
                 # backend keys): only their defaults, so a new key there re-ran the Job for nothing.
                 serving_spec=[
                     serving.model_dump(
                         mode="json",
-                        exclude={"prefill": {"replicas"}, "decode": {"replicas"}, "saxml": True, "jetstream": True},
+                        exclude={
+                            "prefill": {"replicas", "autoscaling"},
+                            "decode": {"replicas", "autoscaling"},
+                            "saxml": True,
+                            "jetstream": True,
+                        },
                     ),
-                    versions.model_dump(mode="json", exclude=set(CONTROLLER_CHARTS)),
+                    versions.model_dump(mode="json", exclude={*CONTROLLER_CHARTS, "metrics_adapter_image"}),
                 ],
                 depends_on=[pd, router, slice_controller],
                 prefill_metrics_url=prefill_metrics_url(serving.namespace),

@@ -140,10 +140,11 @@ def namespace_labels(enforce: str) -> dict[str, str]:
 
 # The strictest level the pods of each kind of namespace meet today (tests/test_pod_security.py
 # checks every generated pod against it). Serving pods run images that need root or write their
-# own filesystem (vLLM TPU, Saxml, JetStream/Pathways), so baseline; the slice controller meets
-# restricted.
+# own filesystem (vLLM TPU, Saxml, JetStream/Pathways), so baseline; the slice controller and the
+# metrics adapter meet restricted.
 SERVING = "baseline"
 SLICE_CONTROLLER = "restricted"
+METRICS_ADAPTER = "restricted"
 
 
 # What every container gets unless it sets its own context. No container may gain privileges

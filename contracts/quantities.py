@@ -24,3 +24,22 @@ def binary(gib: int) -> str:
         value //= 1024
         index += 1
     return f"{value}{_BINARY_SUFFIXES[index]}"
+
+
+_DECIMAL_SUFFIXES = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def decimal(value: float) -> str:
+    """A non-negative number in thousandths or coarser, as the API server writes it back (quantity.go
+    `CanonicalizeBytes` for DecimalSI: the mantissa's trailing zeros go into the exponent, which is
+    kept a multiple of three): `8000` -> `8k`, `1500` -> `1500`, `0.8` -> `800m`, `12` -> `12`."""
+    milli = round(value * 1000)
+    if value < 0 or abs(milli - value * 1000) > 1e-6:
+        raise ValueError(f"{value!r} is not a non-negative number of thousandths")
+    if milli == 0:
+        return "0"
+    mantissa, exponent = milli, -3
+    while mantissa % 1000 == 0 and exponent + 3 in _DECIMAL_SUFFIXES:
+        mantissa //= 1000
+        exponent += 3
+    return f"{mantissa}{_DECIMAL_SUFFIXES[exponent]}"

@@ -50,8 +50,10 @@ A4. Placement is Kueue's BestFit for a required topology (kueue@v0.19.2
 A5. Queue order. Requests arrive one at a time in `order` (ties by name), each after
     the previous one has settled, like creating the objects one by one. An arrival
     that fits is admitted; otherwise it may preempt; otherwise it waits. The groups of
-    one LWS are one arrival: each is tried in turn (by name) before the re-tries that
-    follow their preemptions (A7), since they sit in Kueue's queue above the victims.
+    one LWS created at once (one `order`) are one arrival: each is tried in turn (by
+    name) before the re-tries that follow their preemptions (A7), since they sit in
+    Kueue's queue above the victims. Groups an autoscaler adds later (a later `order`)
+    are a later arrival of the same LWS.
 A6. Preemption is LowerPriority within the ClusterQueue: only admitted workloads
     with strictly lower priority are candidates. As in Kueue's classic preemption
     (kueue@v0.19.2 pkg/scheduler/preemption/common/ordering.go CandidatesOrdering),
@@ -98,6 +100,7 @@ from domain.admission_requests import (
     Request,
     WorkloadLike,
     requests_from_workloads,
+    with_added_groups,
 )
 
 __all__ = [
@@ -115,4 +118,5 @@ __all__ = [
     "render_map",
     "requests_from_workloads",
     "symbols",
+    "with_added_groups",
 ]

@@ -208,10 +208,11 @@ def narrative(prediction: Prediction, priority_names: Mapping[int, str] = DEFAUL
         else:  # an admission that preempts is told alone: it names its own victims
             told.append(("" if event.victims else "admitted", again, event))
     chunks: list[list[tuple[bool, Event]]] = []
-    last: tuple[str, str, bool] | None = None
+    last: tuple[str, int, str, bool] | None = None
     for kind, again, event in told:
-        lws = by_name[event.workload].lws
-        mark = (lws, kind, again) if lws and kind else None
+        request = by_name[event.workload]
+        # One sentence per arrival: groups an autoscaler adds later are told apart from the first ones.
+        mark = (request.lws, request.order, kind, again) if request.lws and kind else None
         if chunks and mark is not None and mark == last:
             chunks[-1].append((again, event))
         else:

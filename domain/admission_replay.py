@@ -43,22 +43,23 @@ class Simulator:
             raise ValueError(f"request names must be unique; repeated: {', '.join(duplicates)}")
         if cubes < 0:
             raise ValueError(f"cubes must be >= 0, got {cubes}")
-        # The arrivals (A5): one request, or every group of one LWS at its first group's place.
+        # The arrivals (A5): one request, or every group of one LWS created at once, at its first
+        # group's place; groups an autoscaler adds later are a later arrival of the same LWS.
         self.arrivals: list[list[Request]] = []
-        sets: dict[str, list[Request]] = {}
+        sets: dict[tuple[str, int], list[Request]] = {}
+        kinds: dict[str, Request] = {}
         for r in self.requests:
             if not r.lws:
                 self.arrivals.append([r])
-            elif r.lws in sets:
-                first = sets[r.lws][0]
-                if (r.priority, r.shape, r.slices, r.order) != (first.priority, first.shape, first.slices, first.order):
-                    raise ValueError(
-                        f"{r.name}: the groups of LWS {r.lws} must share priority, shape, slices and order"
-                    )
-                sets[r.lws].append(r)
+                continue
+            first = kinds.setdefault(r.lws, r)
+            if (r.priority, r.shape, r.slices) != (first.priority, first.shape, first.slices):
+                raise ValueError(f"{r.name}: the groups of LWS {r.lws} must share priority, shape and slices")
+            if (r.lws, r.order) in sets:
+                sets[r.lws, r.order].append(r)
             else:
-                sets[r.lws] = [r]
-                self.arrivals.append(sets[r.lws])
+                sets[r.lws, r.order] = [r]
+                self.arrivals.append(sets[r.lws, r.order])
         self.cubes = cubes
         levels = self.geometry.levels
         by_shape: dict[tuple[str, int], Demand] = {}  # one parse per shape and slice count, not per request

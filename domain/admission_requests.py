@@ -168,3 +168,24 @@ def requests_from_workloads(workloads: Iterable[WorkloadLike], priorities: Mappi
         else:
             found.append(Request(workload.name, value, workload.shape, workload.slices, order))
     return found
+
+
+def with_added_groups(requests: list[Request], added: Mapping[str, int]) -> list[Request]:
+    """`requests`, then `added[lws]` more groups of each LeaderWorkerSet, arriving after all of them.
+
+    An autoscaler scales a running LWS out: its new groups are new Workloads, created together when
+    it raises `replicas` (A5), after what the stack created at first; they are numbered on from the
+    LWS's last group, with its priority and shape. Each LWS named must have a group in `requests`.
+    """
+    found = list(requests)
+    order = max((r.order for r in requests), default=-1)
+    for lws, count in added.items():
+        members = [r for r in requests if r.lws == lws]
+        if not members:
+            raise ValueError(f"{lws}: no group of it to add to")
+        order += 1
+        first = members[0]
+        found += [
+            Request(f"{lws}/{len(members) + k}", first.priority, first.shape, 1, order, lws=lws) for k in range(count)
+        ]
+    return found

@@ -79,6 +79,12 @@ JETSTREAM_METRICS = (
     "AI-Hypercomputer/JetStream jetstream/core/metrics/prometheus.py and "
     "docs/observability-prometheus-metrics-in-jetstream-server.md (served on MaxText's prometheus_port)"
 )
+TPU_HEALTH = (
+    'Cloud TPU "Monitor Cloud TPU health" (metric compute.googleapis.com/instance/tpu/infra_health, HEALTHY or '
+    "UNHEALTHY per TPU VM; metric labels health_status, unhealthy_category, machine_type, reservation_id, and for "
+    "All Capacity reservations machine_id, block_id, cluster_id, subblock_id; resource labels location, "
+    "resource_id), https://docs.cloud.google.com/tpu/docs/troubleshooting/tpu-health"
+)
 GMP_UP = (
     'Prometheus "Jobs and instances" (the scraper records `up` per target: 1 = last scrape succeeded), '
     "https://prometheus.io/docs/concepts/jobs_instances/; Managed Service for Prometheus's collector is "
@@ -154,6 +160,20 @@ CATALOG: tuple[Metric, ...] = (
         "Whether a multi-host TPU node pool (one slice) is available: every node up; resource k8s_node_pool, "
         "label node_pool_name. Single-host pools report nothing.",
         GKE_TPU_NODE_POOL,
+    ),
+    Metric(
+        "compute.googleapis.com/instance/tpu/infra_health",
+        "gcp",
+        "HEALTHY/UNHEALTHY",
+        "Health of each TPU VM as Google's infrastructure sees it: the health_status label is HEALTHY or "
+        "UNHEALTHY (unhealthy_category BAD_TPU_CHIP, NETWORKING_ISSUE, BAD_SC_CHIP); block_id and subblock_id "
+        "(hashed ids) place the host in an All Capacity reservation.",
+        TPU_HEALTH,
+        confidence="medium",
+        caveat=(
+            "the page gives the labels, not the value type or the monitored resource of the series: the queries "
+            "count series by their labels and read no value; not seen on a live project"
+        ),
     ),
     # --- GMP target health ----------------------------------------------------------------------
     Metric(

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.cluster import IMAGE_TYPE
+from infra.reservation import ReservationCheck
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -51,6 +52,9 @@ class TpuPoolsArgs:
     # Exactly one: a workload policy (TPU7x cubes) or a fixed slice topology.
     policy: gcp.compute.ResourcePolicy | None = None
     tpu_topology: str | None = None
+    # The reservation read before a pool is created (TPU7x cubes): each new pool is refused by its
+    # before_create hook when its sub-block cannot take it; a running pool is only warned about.
+    reservation_check: ReservationCheck | None = None
 
 
 def placement(args: TpuPoolsArgs) -> gcp.container.NodePoolPlacementPolicyArgs:
@@ -94,7 +98,10 @@ class TpuPools(pulumi.ComponentResource):
     pools: list[gcp.container.NodePool]
 
     def __init__(self, name: str, args: TpuPoolsArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-slicing:infra:TpuPools", name, None, opts)
+        check = args.reservation_check
+        # The bound sub-blocks' health, for the policy pack (infra/reservation.py `bound`).
+        props = {"reservation": check.bound()} if check is not None and check.args.sub_blocks else None
+        super().__init__("tpu-slicing:infra:TpuPools", name, props, opts)
         if not len(args.pool_keys) == len(args.pool_names) == len(args.reservation_paths):
             raise ValueError("one key, name and reservation path per pool is needed")
         if (args.policy is None) == (args.tpu_topology is None):
@@ -102,6 +109,10 @@ class TpuPools(pulumi.ComponentResource):
         waits: list[pulumi.Resource] = [args.cluster]
         waits += [args.policy] if args.policy is not None else []
         waits += [args.node_role] if args.node_role is not None else []
+        # A pool registers once the reservation has been read and judged (its hook reads the verdict).
+        cluster_id = check.gate(args.cluster.id) if check is not None else args.cluster.id
+        if check is not None and check.args.sub_blocks:
+            check.own_pools(args.cluster, args.pool_names)
         ignored = list(GKE_REPORTED)
         if args.policy is not None:
             ignored += list(GKE_FILLED_WITH_A_WORKLOAD_POLICY)
@@ -111,7 +122,7 @@ class TpuPools(pulumi.ComponentResource):
                 gcp.container.NodePoolArgs(
                     name=pool_name,
                     project=args.project,
-                    cluster=args.cluster.id,
+                    cluster=cluster_id,
                     location=args.region,
                     node_locations=[args.zone],
                     node_count=args.nodes_per_pool,
@@ -142,8 +153,23 @@ class TpuPools(pulumi.ComponentResource):
                     # The name is fixed and ForceNew: a replacement created first would meet its
                     # predecessor's name (GKE answers 409), so the old pool goes first.
                     delete_before_replace=True,
+                    hooks=_reservation_hooks(check, key),
                 ),
             )
             for key, pool_name, path in zip(args.pool_keys, args.pool_names, args.reservation_paths, strict=True)
         ]
         self.register_outputs({"names": [pool.name for pool in self.pools]})
+
+
+def _reservation_hooks(check: ReservationCheck | None, key: str) -> pulumi.ResourceHookBinding | None:
+    """The pool's before_create hook: runs only when the pool is to be created, in preview too."""
+    if check is None:
+        return None
+    sub_block = key if check.args.sub_blocks else None
+    return pulumi.ResourceHookBinding(
+        before_create=[
+            pulumi.ResourceHook(
+                f"reservation-{key}", check.refuse_create(sub_block), pulumi.ResourceHookOptions(on_dry_run=True)
+            )
+        ]
+    )

@@ -16,6 +16,10 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as kubernetes
+import yaml
+
+from settings import rules_recovery
+from settings.model import KueueRecoveryConfig
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class ControllersArgs:
     # False: a platform team runs them already (a shared cluster); nothing is installed, and the
     # objects that need them wait for nothing (their APIs and webhooks must already serve).
     install: bool = True
+    # What the program adds to Kueue's manager Configuration: waitForPodsReady, requeuing and the
+    # TAS recovery feature gates (settings/rules_recovery.py kueue_manager_config). Installed with
+    # the chart, else required of the platform team's Kueue (docs/deploy.md, "A shared cluster").
+    kueue_recovery: Mapping[str, Any] | None = None
 
 
 def _release(
@@ -74,7 +82,70 @@ def _release(
 
 
 CHARTS = {spec.release: spec for spec in (JOBSET, KUEUE, LWS)}
-VALUES: dict[str, dict[str, Any]] = {"kueue": {"controllerManager": {"replicas": 2}}}
+
+# Kueue's chart takes its manager Configuration as one YAML string (charts/kueue/values.yaml
+# `managerConfig.controllerManagerConfigYaml`, rendered whole by templates/manager/manager-config.yaml:
+# no merge), so setting one key means writing all of them. These are the chart's own settings at
+# v0.19.2 (tests/test_charts.py proves the rendered Configuration is the chart's default plus
+# the recovery keys and nothing else); the chart's webhooks are rendered from `integrations`.
+KUEUE_BASE_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 300, "burst": 500},
+    "integrations": {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "ray.io/rayservice",
+            "ray.io/raycluster",
+            "jobset.x-k8s.io/jobset",
+            "workload.codeflare.dev/appwrapper",
+            "trainer.kubeflow.org/trainjob",
+            "pod",
+            "deployment",
+            "statefulset",
+            "leaderworkerset.x-k8s.io/leaderworkerset",
+        ]
+    },
+}
+
+
+def kueue_configuration(recovery: Mapping[str, Any]) -> dict[str, Any]:
+    """The manager Configuration the program installs: the chart's, with the recovery keys."""
+    return {**KUEUE_BASE_CONFIGURATION, **recovery}
+
+
+def chart_values(release: str, kueue_recovery: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The values a release is installed with: Kueue's carry its whole Configuration ."""
+    values = dict(BASE_VALUES.get(release, {}))
+    if release == KUEUE.release and kueue_recovery is not None:
+        # Block YAML, one key a line, so a plan diff shows the setting that changed.
+        configuration = yaml.safe_dump(kueue_configuration(kueue_recovery), sort_keys=True)
+        values["managerConfig"] = {"controllerManagerConfigYaml": configuration}
+    return values
+
+
+BASE_VALUES: dict[str, dict[str, Any]] = {"kueue": {"controllerManager": {"replicas": 2}}}
+# What a stack with the default settings installs (the local planes render the charts with these).
+VALUES: dict[str, dict[str, Any]] = {
+    release: chart_values(release, rules_recovery.kueue_manager_config(KueueRecoveryConfig.model_validate({})))
+    for release in BASE_VALUES
+}
 
 
 class Controllers(pulumi.ComponentResource):
@@ -107,10 +178,17 @@ class Controllers(pulumi.ComponentResource):
                 CHARTS[release],
                 chart_reference(args.chart_registry, CHARTS[release]),
                 wanted[release],
-                VALUES.get(release, {}),
+                chart_values(release, args.kueue_recovery),
                 pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before)),
             )
-        self.register_outputs({"releases": sorted(self.releases), "installed": args.install})
+        self.register_outputs(
+            {
+                "releases": sorted(self.releases),
+                "installed": args.install,
+                # In the stack's state either way: installed, or what a shared cluster's Kueue must run with.
+                "kueueRecovery": dict(args.kueue_recovery or {}) if KUEUE.release in args.versions else {},
+            }
+        )
 
     def ready(self, *names: str) -> list[pulumi.Resource]:
         """What an object that needs these controllers waits for: their releases when the program

@@ -8,8 +8,8 @@ ICI links of each admitted slice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -41,6 +41,8 @@ class KueueQueuesArgs:
     memory_gib: int
     kueue: Sequence[pulumi.Resource]  # Kueue's release, or nothing when it is already installed
     slice_controller: pulumi.Resource
+    # What Kueue's manager Configuration adds for recovery (settings/rules_recovery.py), shown on the queue.
+    recovery: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _metadata(name: str, namespace: str | None = None, **annotations: str) -> dict[str, Any]:
@@ -50,6 +52,27 @@ def _metadata(name: str, namespace: str | None = None, **annotations: str) -> di
     if annotations:
         metadata["annotations"] = annotations
     return metadata
+
+
+def recovery_annotations(recovery: Mapping[str, Any]) -> dict[str, str]:
+    """Kueue's recovery settings as the ClusterQueue's annotations, one line each: a plan diff shows
+    the one that changed (inside the chart's values they are one long string), and a shared
+    cluster's queue says what its platform team's Kueue must run with (docs/deploy.md)."""
+    if not recovery:
+        return {}
+    ready = dict(recovery["waitForPodsReady"])
+    strategy = ready.pop("requeuingStrategy")
+
+    def line(values: Mapping[str, Any]) -> str:
+        return " ".join(
+            f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in values.items()
+        )
+
+    return {
+        "tpu-slicing/kueue-wait-for-pods-ready": line(ready),
+        "tpu-slicing/kueue-requeuing": line({**strategy, "backoffLimitCount": "unlimited"}),
+        "tpu-slicing/kueue-feature-gates": line(recovery["featureGates"]),
+    }
 
 
 def cluster_queue_spec(args: KueueQueuesArgs) -> dict[str, Any]:
@@ -124,7 +147,9 @@ class KueueQueues(pulumi.ComponentResource):
             # Active only once its flavor exists and the slice controller has marked
             # the admission check active: a real readiness signal.
             _metadata(
-                names.cluster_queue, **{"pulumi.com/waitFor": "condition=Active", "pulumi.com/timeoutSeconds": "600"}
+                names.cluster_queue,
+                **{"pulumi.com/waitFor": "condition=Active", "pulumi.com/timeoutSeconds": "600"},
+                **recovery_annotations(args.recovery),
             ),
             cluster_queue_spec(args),
             pulumi.ResourceOptions(

@@ -23,6 +23,7 @@ from contracts.kubernetes_object import KubernetesObject
 from contracts.labels import COMMON_LABELS
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
+from settings.rules_recovery import healthy_selector
 
 PROGRAM = Path(__file__).resolve().parent.parent / "pods" / "slice_check.py"
 MOUNT = "/opt/slice-check"
@@ -110,8 +111,14 @@ def jobset_body(check: SliceCheck, args: SlicingChecksArgs) -> dict[str, Any]:
                                     {
                                         "restartPolicy": "Never",
                                         "serviceAccountName": SERVICE_ACCOUNT,
+                                        # HEALTHY partitions only (a super-slice: every cube
+                                        # HEALTHY), settings/rules_recovery.py. No skip-tpu-webhook
+                                        # annotation: the slice controller's Job and JobSet
+                                        # webhooks add none (xpk slice/internal/webhooks), unlike
+                                        # its LWS webhook (workloads/vllm_pd.py).
                                         "nodeSelector": {
-                                            "cloud.google.com/gke-tpu-accelerator": generation.accelerator_label
+                                            "cloud.google.com/gke-tpu-accelerator": generation.accelerator_label,
+                                            **healthy_selector(generation, shape),
                                         },
                                         "tolerations": [
                                             {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}

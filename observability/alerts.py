@@ -23,6 +23,16 @@ Design choices, because the cluster has no kube-state-metrics:
   libtpu's port 8431) when no duty-cycle series exists, and fires only while
   requests wait: every TPU near zero with a queue means serving is wedged.
 
+- On TPU7x cubes (vllm-pd and none), four policies about the hardware under the slices
+  (issue 45; what each says and what the stack does first is docs/operations.md, "When a TPU
+  host fails"): a TPU VM `infra_health` UNHEALTHY, counted per reservation sub-block; a Slice
+  that failed or did not become ACTIVE within the slice controller's activation timeout (its
+  Workload's admission check set to Retry); a host maintenance scheduled on a TPU VM of the
+  zone; a Kueue Workload pending because its topology does not fit (no healthy partition
+  left). The cluster has no kube-state-metrics, so Slice states and node labels are not
+  metrics: those three are log-match conditions on the Kubernetes events and Compute Engine
+  system-event logs, each firing once per event, rate-limited.
+
 The pure `alert_specs` returns the policies as keyword arguments of
 `gcp.monitoring.AlertPolicy` (dicts are accepted for its input types), so the
 tests check them without Pulumi.
@@ -41,6 +51,7 @@ import pulumi_gcp as gcp
 from domain.metric_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS
 
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
+DYNAMIC_SLICING = ("vllm-pd", "none")  # TPU7x cubes: Kueue, the slice controller, partition health
 SMOKE_JOB = "serving-smoke-test"  # workloads/smoke_job.py
 SMOKE_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded")
 CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
@@ -52,7 +63,18 @@ IDLE_FOR = "600s"
 AUTO_CLOSE = "1800s"
 LOG_RATE_LIMIT = "300s"
 
+UNHEALTHY_FOR = "300s"
+
 _DUTY = BY_NAME["kubernetes.io/node/accelerator/duty_cycle"].promql_name
+_INFRA_HEALTH = BY_NAME["compute.googleapis.com/instance/tpu/infra_health"].promql_name
+# What the slice controller records on a Workload when a Slice failed or went stale past its
+# activation timeout: the admission check moved to Retry (AI-Hypercomputer/xpk slice/internal/
+# controller/workload_controller.go `AdmissionCheckUpdated`, `FailedCreateSlice`; core/slice.go isStale).
+SLICE_EVENT_REASONS = ("AdmissionCheckUpdated", "FailedCreateSlice")
+# Kueue's event on a Workload it cannot place: reason Pending, and TAS says the topology does not fit
+# (kueue v0.19.2 pkg/scheduler/scheduler.go, pkg/cache/scheduler/tas_flavor_snapshot.go).
+PENDING_REASON = "Pending"
+PENDING_FIT = "to fit"
 _TENSORCORE = BY_NAME["kubernetes.io/node/accelerator/tensorcore_utilization"].promql_name
 
 
@@ -168,8 +190,8 @@ def _vllm_policies(
             ),
             "WARNING",
             f"A vLLM leader has held more than {queue_threshold} waiting requests for {QUEUE_FOR}: the role is "
-            "saturated. Add replicas (serving.prefill/decode.replicas) or shed load; check KV-cache usage on the "
-            "dashboard.",
+            "saturated. Add replicas (serving.prefill/decode.replicas, or raise autoscaling.max where the role "
+            "autoscales and the reservation has room) or shed load; check KV-cache usage on the dashboard.",
         ),
         _Policy(
             "tpu-idle-while-queued",
@@ -203,6 +225,130 @@ def _vllm_policies(
             )
         )
     return policies
+
+
+@dataclass(frozen=True)
+class TpuHealth:
+    """Where a dynamic-slicing stack's TPU hosts are, for the hardware policies."""
+
+    zone: str
+    machine_type: str  # e.g. tpu7x-standard-4t, the infra_health machine_type label
+
+
+def host_unhealthy_query(health: TpuHealth) -> str:
+    """The stack's TPU VMs (zone and machine type) that Google reports UNHEALTHY, per sub-block."""
+    selector = f'{{health_status="UNHEALTHY",machine_type="{health.machine_type}",location="{health.zone}"}}'
+    return f"count by (block_id, subblock_id) ({_INFRA_HEALTH}{selector}) > 0"
+
+
+def _events(project: str, kind: str, reasons: Sequence[str], cluster_name: str | None) -> list[str]:
+    quoted = " OR ".join(f'"{reason}"' for reason in reasons)
+    terms = [
+        f'logName="projects/{project}/logs/events"',
+        f'jsonPayload.involvedObject.kind="{kind}"',
+        f"jsonPayload.reason=({quoted})",
+    ]
+    if cluster_name:
+        terms.append(f'resource.labels.cluster_name="{cluster_name}"')
+    return terms
+
+
+def slice_failed_filter(project: str, cluster_name: str | None = None) -> str:
+    terms = _events(project, "Workload", SLICE_EVENT_REASONS, cluster_name)
+    # AdmissionCheckUpdated also reports Pending -> Ready; only a move to Retry is a failure.
+    terms.append('(jsonPayload.reason="FailedCreateSlice" OR jsonPayload.message:"to \\"Retry\\"")')
+    return "\n".join(terms)
+
+
+def pending_no_fit_filter(project: str, namespace: str, cluster_name: str | None = None) -> str:
+    terms = _events(project, "Workload", (PENDING_REASON,), cluster_name)
+    terms += [f'jsonPayload.involvedObject.namespace="{namespace}"', f'jsonPayload.message:"{PENDING_FIT}"']
+    return "\n".join(terms)
+
+
+def maintenance_filter(project: str, zone: str) -> str:
+    """Compute Engine's notice of an upcoming host maintenance on a VM of the zone (Cloud TPU "View
+    maintenance notifications": methodName compute.instances.upcomingMaintenance in the system_event
+    audit log)."""
+    return "\n".join(
+        [
+            f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fsystem_event"',
+            'protoPayload.methodName="compute.instances.upcomingMaintenance"',
+            'protoPayload.metadata.maintenanceStatus="PENDING"',
+            f'resource.labels.zone="{zone}"',
+        ]
+    )
+
+
+def _log_policy(name: str, title: str, *, condition: str, log_filter: str, severity: str, runbook: str) -> _Policy:
+    return _Policy(
+        name,
+        title,
+        {"display_name": condition, "condition_matched_log": {"filter": log_filter}},
+        severity,
+        runbook,
+        # Log-match conditions require a notification rate limit.
+        {"notification_rate_limit": {"period": LOG_RATE_LIMIT}, "auto_close": AUTO_CLOSE},
+    )
+
+
+def _tpu_health_policies(project: str, namespace: str, health: TpuHealth, cluster_name: str | None) -> list[_Policy]:
+    """The hardware under the slices (docs/operations.md, "When a TPU host fails")."""
+    return [
+        _Policy(
+            "tpu-host-unhealthy",
+            "TPU host UNHEALTHY",
+            _promql(
+                f"a {health.machine_type} VM in {health.zone} is UNHEALTHY (per sub-block)",
+                host_unhealthy_query(health),
+                UNHEALTHY_FOR,
+                "ERROR",
+            ),
+            "ERROR",
+            "Google reports a TPU VM of this stack's zone UNHEALTHY (`unhealthy_category` says why) in the "
+            "sub-block the incident names (`subblock_id`, a hashed id: `gcloud compute reservations sub-blocks "
+            "list` maps it). By itself: GKE marks the host's partitions unhealthy, the serving and check pods "
+            "select HEALTHY partitions only, and Kueue replaces the failed node or evicts and re-queues the "
+            "group, which LWS re-creates on a healthy partition. Check `kubectl get nodes -L "
+            "cloud.google.com/gke-tpu-partition-4x4x4-state` and `kubectl get workloads -A`; if the host stays "
+            "UNHEALTHY, report it and plan the sub-block's maintenance.",
+        ),
+        _log_policy(
+            "slice-failed",
+            "TPU Slice failed or never became ACTIVE",
+            condition="the slice controller set a Workload's slice admission check to Retry",
+            log_filter=slice_failed_filter(project, cluster_name),
+            severity="ERROR",
+            runbook="A Slice of a Kueue Workload FAILED, or stayed ACTIVATING/INCOMPLETE past the slice controller's "
+            "activation timeout, and the controller sent the Workload back to Kueue (admission check Retry). "
+            "By itself: Kueue re-queues the Workload with its backoff and admits it again where a healthy "
+            "partition fits. `kubectl get slices -A`, `kubectl describe workload -n <ns> <name>` (the "
+            "admission check's message names the Slice and its error).",
+        ),
+        _log_policy(
+            "tpu-maintenance-scheduled",
+            "host maintenance scheduled on a TPU VM",
+            condition="Compute Engine announced an upcoming maintenance on a VM of the zone",
+            log_filter=maintenance_filter(project, health.zone),
+            severity="WARNING",
+            runbook="A host maintenance is scheduled (the log entry's `windowStartTime`); GKE also labels the node "
+            "`cloud.google.com/scheduled-maintenance-time` (epoch seconds): `kubectl get nodes -L "
+            "cloud.google.com/scheduled-maintenance-time`. A TPU VM does not live-migrate: the slice on it "
+            "restarts. In All Capacity mode you may start it yourself at a quiet hour (docs/operations.md, "
+            '"When a TPU host fails").',
+        ),
+        _log_policy(
+            "group-pending-no-fit",
+            "a TPU Workload cannot be placed",
+            condition="Kueue keeps a Workload pending: its topology does not fit",
+            log_filter=pending_no_fit_filter(project, namespace, cluster_name),
+            severity="WARNING",
+            runbook=f"Kueue cannot place a Workload in `{namespace}`: no free partition of its shape is HEALTHY and "
+            "unused (or lower-priority work cannot be preempted). `kubectl get workloads -n "
+            f"{namespace}`, `kubectl get nodes -L cloud.google.com/gke-tpu-partition-2x2x2-state`; the "
+            "admission preview (`make plan`) says what should fit when every cube is healthy.",
+        ),
+    ]
 
 
 def _jetstream_policies(namespace: str, queue_threshold: int, cluster_name: str | None) -> list[_Policy]:
@@ -259,6 +405,7 @@ def alert_specs(
     backend: str = "vllm-pd",
     cluster_name: str | None = None,
     smoke_test: bool = True,
+    tpu_health: TpuHealth | None = None,
 ) -> list[dict[str, Any]]:
     """The policies for a backend, each `{"name": <resource name>, "policy": <AlertPolicy kwargs>}`.
 
@@ -277,6 +424,8 @@ def alert_specs(
         policies = _jetstream_policies(namespace, queue_threshold, cluster_name)
     else:
         policies = []
+    if tpu_health is not None and backend in DYNAMIC_SLICING:
+        policies += _tpu_health_policies(project, namespace, tpu_health, cluster_name)
     return [policy.spec(prefix, notification_channels) for policy in policies]
 
 
@@ -290,6 +439,7 @@ class AlertsArgs:
     backend: str = "vllm-pd"
     cluster_name: str | None = None  # scope every condition to the stack's cluster (recommended)
     smoke_test: bool = True  # whether the smoke-test Job exists (vllm-pd only)
+    tpu_health: TpuHealth | None = None  # the TPU hosts' zone and machine type (dynamic slicing)
 
 
 class Alerts(pulumi.ComponentResource):
@@ -307,6 +457,7 @@ class Alerts(pulumi.ComponentResource):
             backend=args.backend,
             cluster_name=args.cluster_name,
             smoke_test=args.smoke_test,
+            tpu_health=args.tpu_health,
         )
         self.policies = {
             spec["name"]: gcp.monitoring.AlertPolicy(

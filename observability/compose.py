@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from observability.alerts import Alerts, AlertsArgs
-from observability.dashboard import Dashboard, DashboardArgs
+from observability.alerts import Alerts, AlertsArgs, TpuHealth
+from observability.dashboard import Dashboard, DashboardArgs, TpuHosts
 from observability.pod_monitoring import PodMonitorings, PodMonitoringsArgs
 from settings.model import StackConfig
 
@@ -49,6 +49,7 @@ def observe(
                 node_pools=config.pool_names(),
                 cluster_name=names.cluster,
                 namespace=serving.namespace,
+                hosts=TpuHosts(config.zone, config.tpu.machine_type) if serving.dynamic_slicing else None,
             ),
             opts=pulumi.ResourceOptions(depends_on=list(apis_ready)),
         )
@@ -65,6 +66,7 @@ def observe(
                 backend=serving.backend.value,
                 cluster_name=names.cluster,
                 smoke_test=serving.smoke_test.enabled,
+                tpu_health=TpuHealth(config.zone, config.tpu.machine_type) if serving.dynamic_slicing else None,
             ),
             opts=pulumi.ResourceOptions(depends_on=list(apis_ready)),
         )

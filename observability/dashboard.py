@@ -35,7 +35,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from domain.metric_catalog import DEFAULT_GUIDE, JETSTREAM_JOB, NOT_SCRAPED, VLLM_JOBS, epp_job
+from domain.metric_catalog import BY_NAME, DEFAULT_GUIDE, JETSTREAM_JOB, NOT_SCRAPED, VLLM_JOBS, epp_job
 
 COLUMNS = 12
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
@@ -131,7 +131,20 @@ class Text:
         return {"title": self.title, "text": {"content": self.content, "format": "MARKDOWN"}}
 
 
-Widget = Chart | Text
+@dataclass(frozen=True)
+class Logs:
+    """A logs panel (`logsPanel`): entries of one Logging filter, newest first."""
+
+    title: str
+    filter: str
+    width: int = 6
+    height: int = 4
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "logsPanel": {"filter": self.filter}}
+
+
+Widget = Chart | Text | Logs
 
 
 @dataclass(frozen=True)
@@ -248,6 +261,38 @@ def tpu_widgets(scope: Scope, node_pools: Sequence[str]) -> list[Widget]:
             )
         )
     return widgets
+
+
+@dataclass(frozen=True)
+class TpuHosts:
+    """Where a dynamic-slicing stack's TPU hosts are: the zone and the machine type."""
+
+    zone: str
+    machine_type: str
+
+
+# The slice controller's events on a Workload: Slices created, the admission check moving between
+# Pending, Ready and Retry, a Slice it failed to create (AI-Hypercomputer/xpk slice/internal/controller/
+# workload_controller.go). Slice states are not a metric here (no kube-state-metrics).
+SLICE_EVENTS = ("SlicesCreated", "AdmissionCheckUpdated", "FailedCreateSlice")
+
+
+def health_widgets(scope: Scope, hosts: TpuHosts) -> list[Widget]:
+    """Host health per reservation sub-block, and the Slices' lifecycle (issue 45)."""
+    health = BY_NAME["compute.googleapis.com/instance/tpu/infra_health"].promql_name
+    selector = f'{{machine_type="{hosts.machine_type}",location="{hosts.zone}"}}'
+    reasons = " OR ".join(f'"{reason}"' for reason in SLICE_EVENTS)
+    terms = ['logName:"/logs/events"', 'jsonPayload.involvedObject.kind="Workload"', f"jsonPayload.reason=({reasons})"]
+    if scope.cluster_name:
+        terms.append(f'resource.labels.cluster_name="{scope.cluster_name}"')
+    return [
+        Chart(
+            "TPU VMs by health per sub-block (infra_health; subblock_id is a hashed id)",
+            (PromQL(f"count by (subblock_id, health_status) ({health}{selector})", "1"),),
+            "VMs",
+        ),
+        Logs("Slice lifecycle: the slice controller's events on Workloads", "\n".join(terms)),
+    ]
 
 
 def vllm_widgets(scope: Scope) -> list[Widget]:
@@ -396,6 +441,7 @@ def dashboard_widgets(
     cluster_name: str | None = None,
     namespace: str | None = None,
     guide: str = DEFAULT_GUIDE,
+    hosts: TpuHosts | None = None,
 ) -> list[Widget]:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -403,6 +449,8 @@ def dashboard_widgets(
         raise ValueError("the dashboard needs a name prefix")
     scope = Scope(cluster_name=cluster_name, namespace=namespace, guide=guide)
     widgets: list[Widget] = [_overview(prefix, backend), *tpu_widgets(scope, node_pools)]
+    if hosts is not None and backend in ("vllm-pd", "none"):
+        widgets += health_widgets(scope, hosts)
     if backend == "vllm-pd":
         widgets += vllm_widgets(scope)
     elif backend == "jetstream":
@@ -418,10 +466,11 @@ def dashboard_spec(
     cluster_name: str | None = None,
     namespace: str | None = None,
     guide: str = DEFAULT_GUIDE,
+    hosts: TpuHosts | None = None,
 ) -> dict[str, Any]:
     """The dashboard's JSON body (Cloud Monitoring API `Dashboard`), mosaic layout of 12 columns."""
     widgets = dashboard_widgets(
-        prefix, backend, node_pools, cluster_name=cluster_name, namespace=namespace, guide=guide
+        prefix, backend, node_pools, cluster_name=cluster_name, namespace=namespace, guide=guide, hosts=hosts
     )
     return DashboardPlan(display_name(prefix), layout(widgets)).to_json()
 
@@ -456,6 +505,7 @@ class DashboardArgs:
     cluster_name: str | None = None  # scope every query to the stack's cluster
     namespace: str | None = None  # scope scraped metrics to the serving namespace
     guide: str = DEFAULT_GUIDE
+    hosts: TpuHosts | None = None  # dynamic slicing: host health and Slice charts
 
 
 class Dashboard(pulumi.ComponentResource):
@@ -472,6 +522,7 @@ class Dashboard(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             namespace=args.namespace,
             guide=args.guide,
+            hosts=args.hosts,
         )
         self.dashboard = gcp.monitoring.Dashboard(
             "dashboard",

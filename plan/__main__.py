@@ -29,14 +29,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from plan import document, engine, graph, manifests, outputs, render, stacks
+import pulumi
+
+from domain import reservation_health
+from plan import document, engine, graph, manifests, outputs, render, reservation, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
-COMMANDS = ("diff", "graph", "stacks", "schema")
+COMMANDS = ("diff", "graph", "stacks", "schema", "reservation")
 
 
 FORCE_HELP = (
@@ -146,6 +149,13 @@ def show(argv: list[str]) -> int:
     )
     parser.add_argument("--json", default=None, help="also write the plan as a sorted JSON document to this file")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+    parser.add_argument(
+        "--reservation-snapshot",
+        type=Path,
+        default=None,
+        help="read the reservation from this file of `gcloud compute reservations sub-blocks list ... "
+        "--format=json` (default: the stack's reservation.snapshot; without one it is not read)",
+    )
     args = parser.parse_args(argv)
     stack = _stack(args.stack)
     given = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / stack
@@ -154,7 +164,9 @@ def show(argv: list[str]) -> int:
         raise SystemExit(f"error: build/plan/{stack} leads to {out}; allowed: the plan's own folder under build/plan")
     json_path = outputs.file(args.json, "--json", force=args.force) if args.json else None
     raw, secret_keys, config = _load(stack)
-    result = engine.run(raw, stack=stack, secret_keys=secret_keys, preview=args.preview)
+    result = engine.run(
+        raw, stack=stack, secret_keys=secret_keys, preview=args.preview, snapshot=args.reservation_snapshot
+    )
     try:
         # The default folder is the plan's own (under build/); a folder given with --out is
         # written only when it is empty or an earlier plan's.
@@ -267,11 +279,16 @@ def _document_at(revision: str, stack: str) -> dict[str, Any]:
     return _PlanAt(revision, stack).document()
 
 
-def _current_document(stack: str) -> dict[str, Any]:
+def _current_document(stack: str, existing: frozenset[tuple[str, str]] = frozenset()) -> dict[str, Any]:
     if not engine.stack_file(stack).exists():
         return document.empty(stack)
     raw, secret_keys, config = _load(stack)
-    return document.document(engine.run(raw, stack=stack, secret_keys=secret_keys), config)
+    return document.document(engine.run(raw, stack=stack, secret_keys=secret_keys, existing=existing), config)
+
+
+def _created(doc: dict[str, Any]) -> frozenset[tuple[str, str]]:
+    """(type, name) of every resource a plan document creates."""
+    return frozenset((str(r.get("type")), str(r.get("name"))) for r in (doc.get("resources") or {}).values())
 
 
 # Exit status of `diff --fail-on-pending-high-priority` when a high-priority workload becomes pending.
@@ -348,10 +365,12 @@ def diff(argv: list[str]) -> int:
         try:
             if head is not None:
                 planned = head.document()
-            elif not head_revision:
-                planned = _current_document(stack)
         finally:
             old = base.document()  # waits for (and cleans up after) the base's plan either way
+        if head is None and not head_revision:
+            # What the base already creates runs in the head: as `pulumi up` would, the head's plan
+            # runs no before_create hook for it (a pool on a sub-block that turned DEGRADED is kept).
+            planned = _current_document(stack, existing=_created(old))
         new = old if planned is None else planned
         title = f"Plan diff for stack `{stack}`: {base_revision} -> {head_revision or 'working tree'}"
     report = document.diff_report(old, new, title)
@@ -456,9 +475,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
         if argv and argv[0] in COMMANDS:
-            command = {"diff": diff, "graph": graph_command, "stacks": stacks_command, "schema": schema_command}[
-                argv[0]
-            ]
+            command = {
+                "diff": diff,
+                "graph": graph_command,
+                "stacks": stacks_command,
+                "schema": schema_command,
+                "reservation": reservation.command,
+            }[argv[0]]
             return command(argv[1:])
         return show(argv)
     except SystemExit as stop:
@@ -466,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
             print(stop.code, file=sys.stderr)
             return 2
         return int(stop.code or 0)
-    except outputs.OutputError as err:
+    except (outputs.OutputError, reservation_health.SnapshotError, pulumi.RunError) as err:
+        # A RunError is what the program refused (a new pool on a sub-block the reservation cannot give
+        # it): its one line, as pulumi prints it, without a traceback.
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a write the checks could not foresee (permissions, a full disk): one line

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from domain import reservation_health
 from plan import impact, render
 from plan.changes import field_changes
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
@@ -75,6 +76,8 @@ def document(result: PlanResult, config: StackConfig) -> dict[str, Any]:
         "capacity": _clean(asdict(capacity.capacity(config))),
         # What the change costs, for `diff`: TPU use, admission, time to serving, policy verdicts.
         "impact": _clean(impact.facts(result, config, lambda urn: address(by_urn[urn], by_urn))),
+        # Only when a reservation snapshot was read: documents of plans without one stay as they were.
+        **({"reservation": result.reservation} if result.reservation else {}),
     }
 
 
@@ -214,10 +217,13 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
     capacity_changes = field_changes(old.get("capacity", {}), new.get("capacity", {}))
     report = impact.compare(old, new)
     same_impact = not (old.get("impact") and new.get("impact")) or old["impact"] == new["impact"]
+    reservation_lines = _reservation_lines(old.get("reservation") or [], new.get("reservation") or [])
     noop = not (added or removed or differ or output_changes or capacity_changes) and same_impact
+    noop = noop and old.get("reservation") == new.get("reservation")
     lines = [f"### {title}", ""]
     if noop:
         lines.append("No changes.")
+        lines += reservation_lines
     else:
         lines += [*impact.headline(report), ""]
         lines.append(
@@ -247,6 +253,7 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
                 lines += [f"#### {heading}", "", "| field | before | after |", "|---|---|---|"]
                 lines += [f"| `{path}` | `{_short(was)}` | `{_short(now)}` |" for path, was, now in rows]
                 lines.append("")
+        lines += reservation_lines
     text = "\n".join(lines).rstrip() + "\n"
     return {
         "format": FORMAT_VERSION,
@@ -261,6 +268,23 @@ def diff_report(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> d
         **report,
         "markdown": text,
     }
+
+
+def _reservation_lines(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> list[str]:
+    """The bound sub-blocks as the head's snapshot has them, and what moved since the base's."""
+    if not new:
+        return []
+    before = [reservation_health.from_row(r) for r in old]
+    after = [reservation_health.from_row(r) for r in new]
+    lines = ["", "#### Reservation (from the snapshot)", "", "| sub-block | health | free/used/hosts | maintenance |"]
+    lines.append("|---|---|---|---|")
+    for r in after:
+        lines.append(f"| `{r.sub_block}` | {r.health} | {r.free}/{r.in_use}/{r.count} | {r.maintenance} |")
+    moved = reservation_health.changes(before, after)
+    due = [f"{r.sub_block}: maintenance {r.maintenance}" for r in after if r.maintenance.due and not before]
+    if moved or due:
+        lines += ["", *[f"- **{line}**" for line in moved + due]]
+    return [*lines, ""]
 
 
 def diff_markdown(old: Mapping[str, Any], new: Mapping[str, Any], title: str) -> str:

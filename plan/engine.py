@@ -14,7 +14,7 @@ import asyncio
 import base64
 import json
 import runpy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,11 @@ from pulumi.output import Unknown
 from pulumi.runtime import mocks as runtime_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as runtime_settings
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from domain import reservation_health
 from domain.gke_versions import version_key as gke_version_key
 from settings.stack_file import read as read_cli_stack_file
 
@@ -105,6 +107,9 @@ class PlanResult:
     preview: bool
     resources: list[Resource]
     outputs: dict[str, StackOutput]
+    # The bound sub-blocks as the reservation snapshot has them (plan/reservation.py rows); empty when
+    # no snapshot was read.
+    reservation: list[dict[str, Any]] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -253,15 +258,45 @@ def engine_versions(
     }
 
 
-def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
+GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
+
+
+# Invokes answered from their arguments alone.
+FIXED_ANSWERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "gcp:organizations/getProject:getProject": lambda args: {
+        "projectId": args.get("projectId") or "project",
+        "number": PLACEHOLDER_PROJECT_NUMBER,
+        "name": args.get("projectId") or "project",
+    },
+    # The offline plan cannot read the bucket: it assumes what the README asks of it (uniform
+    # bucket-level access); `pulumi up` reads it before a conditional grant (workloads/bucket_access.py).
+    "gcp:storage/getBucket:getBucket": lambda args: {"name": args.get("name"), "uniformBucketLevelAccess": True},
+    # The offline plan knows no running pool: the reservation is judged as for a new stack.
+    "gcp:container/getCluster:getCluster": lambda args: {
+        "name": args.get("name"),
+        "location": args.get("location"),
+        "nodePools": [],
+    },
+}
+
+
+def cloud_invoke(
+    token: str, args: Mapping[str, Any], snapshot: reservation_health.Snapshot | None = None
+) -> dict[str, Any]:
     """What the cloud answers to the invokes this program makes."""
-    if token == "gcp:organizations/getProject:getProject":
-        project = args.get("projectId") or "project"
-        return {"projectId": project, "number": PLACEHOLDER_PROJECT_NUMBER, "name": project}
-    if token == "gcp:storage/getBucket:getBucket":
-        # The offline plan cannot read the bucket: it assumes what the README asks of it (uniform
-        # bucket-level access); `pulumi up` reads it before a conditional grant (workloads/bucket_access.py).
-        return {"name": args.get("name"), "uniformBucketLevelAccess": True}
+    # The reservation offline: from the snapshot the user captured (reservation.snapshot or
+    # --reservation-snapshot), else a sub-block with no health info, which the program reports as
+    # not read (domain/reservation_health.py from_provider) and judges nothing by.
+    if token == GET_RESERVATION_BLOCK:
+        names = [r.sub_block for r in snapshot.readings] if snapshot is not None else []
+        return {"name": args.get("name"), "subBlockNames": names}
+    if token == GET_RESERVATION_SUB_BLOCK:
+        if snapshot is not None:
+            return snapshot.as_provider(str(args.get("name")))
+        return {"name": args.get("name")}
+    if token in FIXED_ANSWERS:
+        return FIXED_ANSWERS[token](args)
     if token == "gcp:container/getEngineVersions:getEngineVersions":
         return engine_versions(args, PLACEHOLDER_CHANNEL_VERSIONS, PLACEHOLDER_CHANNEL_DEFAULTS)
     raise NotImplementedError(f"no placeholder answer for the invoke {token}")
@@ -270,8 +305,9 @@ def cloud_invoke(token: str, args: Mapping[str, Any]) -> dict[str, Any]:
 class PlanMocks(pulumi.runtime.Mocks):
     """Echo inputs back as state and add the outputs a real provider would compute."""
 
-    def __init__(self, preview: bool):
+    def __init__(self, preview: bool, snapshot: reservation_health.Snapshot | None = None):
         self.preview = preview
+        self.snapshot = snapshot
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if self.preview or not args.custom:
@@ -280,7 +316,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         # An empty failure list: the mock monitor iterates over it.
-        return (cloud_invoke(args.token, args.args), [])
+        return (cloud_invoke(args.token, args.args, self.snapshot), [])
 
 
 def engine_urn(urn: str) -> str:
@@ -294,13 +330,49 @@ def engine_urn(urn: str) -> str:
     return urn.replace("::pulumi:pulumi:Stack$", "::")
 
 
+class HookRefusedError(pulumi.RunError):
+    """A before_create hook refused a resource: its message, printed alone."""
+
+
 class RecordingMonitor(runtime_mocks.MockMonitor):
     """A mock monitor that also keeps parent, provider and dependency edges."""
 
-    def __init__(self, mocks: PlanMocks):
+    def __init__(self, mocks: PlanMocks, existing: frozenset[tuple[str, str]] = frozenset()):
         super().__init__(mocks)
+        self.preview = mocks.preview
+        self.existing = existing  # (type, name) of what already exists: no create, so no hook
+        self.refused: list[str] = []  # what before_create hooks refused, in registration order
         self.recorded: list[Resource] = []
         self.real_urns: dict[str, str] = {}  # the mock monitor's URN -> the engine's
+        # hook name -> (its callback on the program's callback server, on_dry_run)
+        self.hooks: dict[str, tuple[Callable[[bytes], Coroutine[Any, Any, Any]], bool]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def RegisterResourceHook(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        # Called on the program's event loop, where its settings (the callback server) are in context
+        # and where the hooks run; RegisterResource runs in an executor thread without them.
+        callbacks = runtime_settings.SETTINGS.callbacks
+        if callbacks is not None:
+            self.hooks[request.name] = (callbacks._callbacks[request.callback.token], bool(request.on_dry_run))
+        self.loop = asyncio.get_running_loop()
+        return super().RegisterResourceHook(request)
+
+    def _before_create(self, request: Any) -> None:
+        """Run a resource's before_create hooks as the engine does for a create (offline, every
+        resource is one): a hook that fails stops the registration with its message
+        (pkg/resource/deploy/step_executor.go runs them before the provider's Create)."""
+        for name in request.hooks.before_create if request.HasField("hooks") else []:
+            callback, on_dry_run = self.hooks[name]
+            if (self.preview and not on_dry_run) or self.loop is None:
+                continue
+            hook_request = resource_pb2.ResourceHookRequest(
+                name=request.name, type=request.type, new_inputs=request.object
+            )
+            answer = asyncio.run_coroutine_threadsafe(callback(hook_request.SerializeToString()), self.loop).result()
+            if answer.error:
+                # Kept and raised once the program has run (`run`): an exception thrown here, in the
+                # SDK's executor thread, would leave the runtime's pending registrations to the next run.
+                self.refused.append(answer.error)
 
     def _real(self, urn: str) -> str:
         """The engine's URN for one the mock monitor made; provider references ("urn::id") too."""
@@ -312,6 +384,8 @@ class RecordingMonitor(runtime_mocks.MockMonitor):
         return engine_urn(urn)
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        if request.custom and (request.type, request.name) not in self.existing:
+            self._before_create(request)
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
@@ -380,10 +454,14 @@ def run(
     secret_keys: Iterable[str] = (),
     preview: bool = False,
     program: Path = PROGRAM,
+    snapshot: Path | None = None,
+    existing: frozenset[tuple[str, str]] = frozenset(),
 ) -> PlanResult:
-    """Execute the program once under mocks and return everything it registered."""
-    mocks = PlanMocks(preview)
-    monitor = RecordingMonitor(mocks)
+    """Execute the program once under mocks and return everything it registered. `snapshot`: the
+    reservation snapshot to answer its reads with, else the stack's reservation.snapshot."""
+    read = reservation_snapshot(config, snapshot)
+    mocks = PlanMocks(preview, read)
+    monitor = RecordingMonitor(mocks, existing)
     runtime_settings.ROOT.set(None)  # a fresh Stack resource, so outputs do not leak between runs
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(
@@ -395,10 +473,48 @@ def run(
         # Tests use this to prove that bad configuration registers nothing.
         err.registered_resources = list(monitor.recorded)  # type: ignore[attr-defined]
         raise
+    if monitor.refused:
+        refused = HookRefusedError(monitor.refused[0])
+        refused.registered_resources = list(monitor.recorded)  # type: ignore[attr-defined]
+        raise refused
     root = runtime_settings.get_root_resource()
     exported: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
     outputs = {name: _sync_await(_resolve(value)) for name, value in exported.items()}
-    return PlanResult(stack=stack, preview=preview, resources=monitor.recorded, outputs=outputs)
+    rows = reservation_rows(config, read)
+    return PlanResult(stack=stack, preview=preview, resources=monitor.recorded, outputs=outputs, reservation=rows)
+
+
+def reservation_rows(config: Mapping[str, Any], read: reservation_health.Snapshot | None) -> list[dict[str, Any]]:
+    """What the plan shows of the reservation: each bound sub-block (every one of the block when the
+    pools bind the whole block) as the snapshot has it."""
+    if read is None:
+        return []
+    raw = config.get(f"{PROJECT}:reservation")
+    reservation = json.loads(raw) if isinstance(raw, str) else raw
+    bound = list((reservation or {}).get("subBlocks") or [r.sub_block for r in read.readings])
+    return [reservation_health.row(read.reading(name)) for name in bound]
+
+
+def reservation_snapshot(config: Mapping[str, Any], override: Path | None = None) -> reservation_health.Snapshot | None:
+    """The snapshot the stack's reservation is read from offline: `override`, else the stack's
+    `reservation.snapshot` (relative to the project). Refused in one line (SnapshotError) when it
+    cannot be read or is of another reservation or block."""
+    raw = config.get(f"{PROJECT}:reservation")
+    reservation = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(reservation, Mapping) or not reservation.get("block"):
+        return None
+    path = override or (ROOT / str(reservation["snapshot"]) if reservation.get("snapshot") else None)
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise reservation_health.SnapshotError(
+            f"reservation snapshot {path}: cannot be read ({err.__class__.__name__}); capture it with gcloud "
+            f"compute reservations sub-blocks list {reservation.get('name')} --block-name={reservation['block']} "
+            "--zone=<zone> --format=json"
+        ) from None
+    return reservation_health.read_snapshot(text, str(path), str(reservation.get("name")), str(reservation["block"]))
 
 
 def _execute(program: Path) -> None:

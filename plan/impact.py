@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from domain import admission
-from plan import policies, render, timing
+from plan import cost as priced_plan
+from plan import policies, render, scaling, timing
 from plan.changes import field_changes
 from plan.engine import PlanResult
 from settings import capacity
@@ -103,6 +104,9 @@ def facts(result: PlanResult, config: StackConfig, address: Callable[[str], str]
             "target": address(t.target.urn),
         },
         "policy": policies.run(result, address),
+        # Only a stack with an autoscaled role has it, so a fixed stack's document is as it was.
+        **({"atMax": at_max} if (at_max := scaling.facts(config)) is not None else {}),
+        **({"cost": priced} if (priced := priced_plan.facts(config)) is not None else {}),
     }
 
 
@@ -346,6 +350,9 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     old_out, new_out = old.get("outputs", {}), new.get("outputs", {})
     reasons, restarts = _tpu_cost(old, new, [w for w in workloads if w["change"] != NOT_COMPARED])
     warnings = [f"high-priority workload `{name}` becomes pending: {after_w[name]['reason']}" for name in high_pending]
+    was_max, now_max = was.get("atMax"), now.get("atMax")
+    said_before = set((was_max or {}).get("warnings", []))
+    warnings += [w for w in (now_max or {}).get("warnings", []) if w not in said_before]
     return {
         "complete": not missing,
         "missing": missing,
@@ -368,6 +375,8 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
         },
         "admission": {"before": was.get("admission", []), "after": now.get("admission", [])},
         "admissionMap": {"before": was.get("admissionMap", []), "after": now.get("admissionMap", [])},
+        "atMax": {"before": was_max, "after": now_max},
+        "cost": {"before": was.get("cost"), "after": now.get("cost")},
     }
 
 
@@ -399,7 +408,9 @@ def headline(report: Mapping[str, Any]) -> list[str]:
         line += "."
     if report["missing"]:
         line += f" (Not compared: the {' and '.join(report['missing'])} plan carries no impact data.)"
-    return [line, *(f"> **Warning:** {w}." for w in report["warnings"])]
+    priced = report.get("cost") or {}
+    money_line = priced_plan.headline(priced.get("before"), priced.get("after"))
+    return [line, *([money_line] if money_line else []), *(f"> **Warning:** {w}." for w in report["warnings"])]
 
 
 def markdown(report: Mapping[str, Any]) -> list[str]:
@@ -446,6 +457,7 @@ def markdown(report: Mapping[str, Any]) -> list[str]:
             lines += [*adm["after"], "", *amap["after"], "```", "", "</details>", ""]
     else:
         lines += ["No TPU workloads before or after.", ""]
+    lines += _ceiling_lines(report.get("atMax") or {})
     policy = report["policy"]
     label = "Policy verdicts (policy/guardrails.py run offline on the plan, default pack config)"
     if not policy["ran"]:
@@ -466,4 +478,50 @@ def markdown(report: Mapping[str, Any]) -> list[str]:
     parts.append(f"removed {', '.join(f'`{o}`' for o in outputs['removed'])}" if outputs["removed"] else "")
     shown = "; ".join(p for p in parts if p) or "none added or removed"
     lines += ["", f"Stack outputs: {shown}.", ""]
+    return lines
+
+
+def _ceiling_lines(at_max: Mapping[str, Any]) -> list[str]:
+    """Autoscaling before and after: each role's bounds, chips at min and max, and what reaching max
+    preempts or leaves pending (plan/scaling.py)."""
+    before, after = at_max.get("before"), at_max.get("after")
+    if not before and not after:
+        return []
+
+    def bounds(side: Mapping[str, Any] | None) -> str:
+        if not side:
+            return "fixed"
+        return "; ".join(f"`{lws}` {b['min']}-{b['max']}" for lws, b in side["bounds"].items())
+
+    def chips(side: Mapping[str, Any] | None, key: str) -> str:
+        return f"{side['chips'][key]} of {side['chips']['total']}" if side else NOT_COMPARED
+
+    def evicts(side: Mapping[str, Any] | None) -> str:
+        if not side:
+            return NOT_COMPARED
+        found = [f"{p['priority']} `{p['workload']}`" for p in side["preempted"]]
+        return ", ".join(found) or "nothing"
+
+    def minutes(side: Mapping[str, Any] | None) -> str:
+        return _minutes(side.get("scaleOutSeconds")) if side else NOT_COMPARED
+
+    def waits(side: Mapping[str, Any] | None) -> str:
+        return NOT_COMPARED if not side else (", ".join(f"`{g}`" for g in side["pendingHigh"]) or "none")
+
+    lines = [
+        "Autoscaling (plan/scaling.py: Kueue's admission replayed with every autoscaled role at its max):",
+        "",
+        "| | before | after |",
+        "|---|---|---|",
+        f"| autoscaled groups (min-max) | {bounds(before)} | {bounds(after)} |",
+        f"| TPU chips in use at min | {chips(before, 'atMin')} | {chips(after, 'atMin')} |",
+        f"| TPU chips in use at max | {chips(before, 'atMax')} | {chips(after, 'atMax')} |",
+        f"| reaching max preempts | {evicts(before)} | {evicts(after)} |",
+        f"| high-priority groups pending at max | {waits(before)} | {waits(after)} |",
+        f"| a group added serves after (domain/autoscaling.py) | {minutes(before)} | {minutes(after)} |",
+        "",
+    ]
+    if after:
+        lines += ["<details><summary>Admission at max, after the change</summary>", "", "```text"]
+        lines += [*after["admission"], "", *after["admissionMap"], "```", "", "</details>", ""]
     return lines

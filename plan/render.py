@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from domain import admission
+from domain import admission, reservation_health
 from domain.topology import GIB, Topology
-from plan import timing
+from plan import cost, scaling, timing
 from plan.engine import SECRET_PLACEHOLDER, PlanResult, Resource, mask
 from settings import capacity
 from settings.model import Backend, StackConfig
@@ -319,9 +319,21 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "Capacity and TPU workloads:",
         *capacity_lines(config),
         "",
+        "Cost (plan/cost.py; the chips of the stack's pools, busy or idle):",
+        *cost.lines(config),
+        "",
         "Kueue admission preview (a model of topology-aware admission; assumptions in domain/admission.py):",
         *admission_lines(config),
         "",
+        *(
+            [
+                "Autoscaling: the admission preview at each autoscaled role's max (plan/scaling.py):",
+                *scaling.lines(config),
+                "",
+            ]
+            if scaling.bounds(config)
+            else []
+        ),
         "Serving:",
         *serving_lines(result, config),
         "",
@@ -334,6 +346,14 @@ def render(result: PlanResult, config: StackConfig, manifests_dir: str | None = 
         "Stack outputs:",
         *output_lines(result),
     ]
+    if result.reservation:
+        # From the snapshot the plan read (reservation.snapshot); without one the plan warns instead.
+        readings = [reservation_health.from_row(row) for row in result.reservation]
+        sections += [
+            "",
+            "Reservation (bound sub-blocks, from the snapshot):",
+            *reservation_health.table(readings, {r.sub_block: [result.stack] for r in readings}),
+        ]
     if manifests_dir:
         sections += ["", f"Kubernetes objects and Helm values written for review to {manifests_dir}/"]
     return "\n".join(sections) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from domain import autoscaling
 from plan.engine import PlanResult, Resource
 
 # Seconds. Sources:
@@ -47,7 +48,9 @@ TPU_POOL_SECONDS = 900
 DEFAULT_SECONDS = 2  # plain Kubernetes objects: one API call
 # The readiness resource of each backend: the Job `pulumi up` waits for (vLLM's and JetStream's smoke
 # test, Saxml's publish); the servers it proves skip the await, so they take one API call here.
-SERVING_SECONDS = {"serving-smoke-test": 1800, "sax-publish": 900}
+# The model's load is domain/autoscaling.py's figure, which a group an autoscaler adds also takes
+# (plan/scaling.py) and the settings' scale-down rule reads.
+SERVING_SECONDS = {"serving-smoke-test": autoscaling.SCALE_OUT.load_seconds, "sax-publish": 900}
 SERVING_KINDS = (
     "kubernetes:batch/v1:Job",
     "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet",

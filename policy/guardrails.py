@@ -656,6 +656,47 @@ secrets_are_secret = ResourceValidationPolicy(
 )
 
 
+TPU_POOLS = "tpu-slicing:infra:TpuPools"
+
+
+def validate_tpu_pools_on_healthy_sub_blocks(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The TpuPools component's `reservation` input (infra/reservation.py `bound`): each bound
+    sub-block as read at preview. One read and not HEALTHY (DEGRADED, HEALTH_STATUS_UNSPECIFIED) is
+    refused unless the stack accepts it with a reason (reservation.accept); one not read (no health:
+    the offline plan without a snapshot) is not judged, and an unknown read (a bare project's first
+    preview) makes the policy advisory, as every unknown does."""
+    if args.resource_type != TPU_POOLS:
+        return
+    try:
+        rows = list(_children(_get(args.props, "reservation")))
+    except UnknownValueError:
+        return  # read only once the Compute API is on: a bare project's first preview
+    for _, row in rows:
+        try:
+            health, accepted = _get(row, "health"), _get(row, "accepted")
+        except UnknownValueError:
+            continue
+        if not isinstance(health, str) or health == "HEALTHY" or (isinstance(accepted, str) and accepted.strip()):
+            continue
+        sub_block = _get(row, "subBlock")
+        report_violation(
+            f"{_who(args.resource_type, args.name)} binds sub-block {sub_block}, read {health}; allowed: a HEALTHY "
+            f"sub-block in tpu-slicing:reservation.subBlocks, or tpu-slicing:reservation.accept: "
+            f"{{{sub_block}: <reason>}}",
+            None,
+        )
+
+
+tpu_pools_on_healthy_sub_blocks = ResourceValidationPolicy(
+    name="tpu-pools-on-healthy-sub-blocks",
+    description=(
+        "TPU pools bind only sub-blocks the reservation reports HEALTHY at preview, unless the stack "
+        "accepts one with a reason (reservation.accept)."
+    ),
+    validate=validate_tpu_pools_on_healthy_sub_blocks,
+)
+
+
 POLICIES: list[Policy] = [
     tpu_pool_specific_reservation,
     tpu_network_jumbo_mtu,
@@ -664,4 +705,5 @@ POLICIES: list[Policy] = [
     pinned_images,
     no_broad_roles,
     secrets_are_secret,
+    tpu_pools_on_healthy_sub_blocks,
 ]

@@ -49,7 +49,8 @@ assignment (`password=...`, `apiToken: ...`) or in an HTTP Authorization value (
 RFC 6750 §2.1; `Basic ...`, RFC 7617).
 
 A refusal names the key and the kind of credential, never the value; `masked` is how a message shows a
-value that must be shown (userinfo, queries and anything shaped like a credential are masked).
+value that must be shown (userinfo, queries and anything shaped like a credential are masked), and
+`redact` is what the loader runs on every refusal, for a credential of a kind no rule knows.
 Provider credentials by key (`gcp:credentials`) are settings/loader.py's, and keys of namespaces the
 program never reads (`kubernetes:kubeconfig`) are refused by settings/stack_file.py before this runs.
 """
@@ -273,6 +274,88 @@ def masked(text: str) -> str:
     text = re.sub(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^\s/?#]*@", r"\1***@", text)
     text = re.sub(r"([?#])[^\s'\"]*", r"\1***", text)
     return re.sub(r"\S+", lambda m: "***" if find(m.group()) else m.group(), text)
+
+
+# --- Echoes: what a refusal may show of a value the stack gave ------------------------------------------
+#
+# A rule names the value it refused; a credential of a kind no rule above knows would then be printed
+# wherever the refusal goes (a terminal, CI logs, the PR comment). So before a refusal leaves the loader,
+# every run of token characters it holds that could be a secret, and that came from the stack, is masked.
+# A run "could be a secret" when a piece of it (split at '-', '_' and '/', which names and paths use
+# between words) is at least ECHO_PIECE_MIN characters and random-looking: letters and digits mixed
+# (every vendor's token alphabet, base62, base64 and hex, mixes them: Hugging Face, Google API keys,
+# GitHub, AWS secrets, JWTs), letters in no word's case pattern, or a long number. Names, paths, images
+# and versions stay readable: their pieces are words, short, or content addresses that name public data
+# (a Hugging Face snapshot's commit, huggingface_hub's `snapshots/<40-hex>`; an image's `sha256:` digest).
+# Entropy alone cannot tell a 16-character word from a 16-character token (`cloud-tpu-images` scores as
+# high as a random hex string), hence the alphabet test. A run the stack did not give (the program's own
+# words: allowed values) is never masked, nor a name the program's catalogs publish (a Saxml servable
+# class, `LmCloudSpmd175B32Test`, is a long mixed piece). The cost: another long mixed piece the stack
+# gave is masked if a refusal echoes it, and a word-cased or short secret is shown.
+ECHO_PIECE_MIN = 16
+ECHO_NUMBER_MIN = 20  # a project number is 12 digits
+MASK = "***"
+_ECHO_RUN = re.compile(r"[A-Za-z0-9+/=_-]+")
+_ECHO_PIECE = re.compile(r"[A-Za-z0-9+=]+")
+_CONTENT_ADDRESS = re.compile(r"(?i)(?<=snapshots/)[0-9a-f]{40}(?![0-9a-f])|(?<=sha256:)[0-9a-f]{64}(?![0-9a-f])")
+_WORD_CASE = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*|[A-Z]+|[A-Z]+[a-z]+")
+
+
+def random_looking(piece: str) -> bool:
+    """Whether `piece` (letters, digits, '+' and '=') could be a token rather than a word or a number."""
+    if len(piece) < ECHO_PIECE_MIN:
+        return False
+    letters = [c for c in piece if c.isalpha()]
+    digits = sum(c.isdigit() for c in piece)
+    if letters and digits:
+        return True
+    if digits:
+        return digits >= ECHO_NUMBER_MIN
+    return not _WORD_CASE.fullmatch("".join(letters))
+
+
+def _suspect_pieces(judged: str) -> list[str]:
+    return [p for p in _ECHO_PIECE.findall(judged) if random_looking(p)]
+
+
+def given_strings(raw: Mapping[str, Any]) -> list[str]:
+    """Every string a stack gave: its keys, and each value and mapping key below them."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, str):
+            found.append(node)
+        elif isinstance(node, Mapping):
+            for key, inner in node.items():
+                walk(str(key))
+                walk(inner)
+        elif isinstance(node, list):
+            for inner in node:
+                walk(inner)
+
+    for key, value in raw.items():
+        walk(key)
+        walk(value)
+    return found
+
+
+def redact(message: str, given: Iterable[str], public: Iterable[str] = ()) -> str:
+    """`message` with every run that could be a secret the stack gave (see above) replaced by `MASK`;
+    `public` are names the program's own catalogs publish (a servable class), never masked."""
+    given = [g for g in given if len(g) >= ECHO_PIECE_MIN]
+    if not given:
+        return message
+    # Content addresses are judged as blanks, where they stand in the whole message (`sha256:` ends a run),
+    # and so is an address the stack gave in its place, wherever the message repeats it alone.
+    blanked = _CONTENT_ADDRESS.sub(lambda m: "-" * len(m.group()), message)
+    public_pieces = {m.group() for text in given for m in _CONTENT_ADDRESS.finditer(text)}
+    public_pieces |= {piece for word in public for piece in _ECHO_PIECE.findall(word)}
+
+    def shown(match: re.Match[str]) -> str:
+        pieces = [p for p in _suspect_pieces(blanked[match.start() : match.end()]) if p not in public_pieces]
+        return MASK if any(piece in text for piece in pieces for text in given) else match.group()
+
+    return _ECHO_RUN.sub(shown, message)
 
 
 # --- The settings ----------------------------------------------------------------------------------------

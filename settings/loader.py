@@ -10,13 +10,20 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
+from domain.maxtext_models import BY_IMAGE_TAG
+from domain.model_catalog import CATALOG
+from domain.saxml_servables import SERVABLES
 from settings import credentials, provider_keys, stack_file
 from settings.base import ProblemsError
-from settings.model import StackConfig
+from settings.model import ServingConfig, StackConfig
 
 NAMESPACE = "tpu-slicing"
 SECRET_KEYS = frozenset({"hfToken"})
 PROVIDER_SECRETS = frozenset({"gcp:credentials", "gcp:accessToken"})
+
+
+# Names the program's own catalogs publish: a refusal may show them although one is a long mixed piece.
+PUBLIC_NAMES = (*SERVABLES, *CATALOG, *(name for models in BY_IMAGE_TAG.values() for name in models))
 
 
 class ConfigError(ValueError):
@@ -89,7 +96,24 @@ def load(
     `raw` maps full config keys (`tpu-slicing:zone`, `gcp:project`, ...) to values
     as the engine provides them; `secret_keys` are the keys set with --secret. `clock` is read
     once: the moment rules bound in time judge at (a maintenance exclusion in force now), fixed by tests.
+    A refusal shows no value of the stack that could be a secret (settings/credentials.py `redact`),
+    whichever rule wrote it.
     """
+    try:
+        return _judged(raw, stack=stack, project=project, secret_keys=secret_keys, clock=clock)
+    except ConfigError as err:
+        given = credentials.given_strings({k: _decode(v) for k, v in raw.items()})
+        raise ConfigError([credentials.redact(p, given, PUBLIC_NAMES) for p in err.problems]) from None
+
+
+def _judged(
+    raw: Mapping[str, Any],
+    *,
+    stack: str,
+    project: str | None,
+    secret_keys: Iterable[str],
+    clock: Callable[[], datetime],
+) -> StackConfig:
     secrets = set(secret_keys)
     decoded = {full_key: _decode(value) for full_key, value in raw.items()}
     data: dict[str, Any] = {}
@@ -114,13 +138,14 @@ def load(
         )
     # A token or key in an ordinary setting is refused alone: validating the rest could echo it in a
     # message (a value that breaks a rule is shown), and a leaked credential is the first thing to fix.
-    leaked = credentials.plain_credentials(
-        {k: v for k, v in decoded.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}, secrets
-    )
+    plain = {k: v for k, v in decoded.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}
+    leaked = credentials.plain_credentials(plain, secrets)
+    # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own; each
+    # check reads its own key only, so a key that holds no credential is judged beside a leak elsewhere.
+    clean = {k: v for k, v in decoded.items() if not credentials.plain_credentials({k: v}, secrets)}
     if leaked:
-        raise ConfigError(problems + leaked)
-    # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own.
-    problems += provider_keys.problems(decoded, secrets)
+        raise ConfigError(problems + leaked + provider_keys.problems(clean, secrets))
+    problems += provider_keys.problems(clean, secrets)
     data.setdefault("namePrefix", stack)
     if data.pop("project", None) is not None:
         problems.append(f"{NAMESPACE}:project: is not a key of this project; set gcp:project instead")
@@ -131,13 +156,21 @@ def load(
     # Validated even when the checks above found problems: a stack missing several required keys
     # hears of all of them at once, not one per run.
     try:
-        config = StackConfig.model_validate(data, context={"now": clock()})
+        config = StackConfig.model_validate(data, context={"now": clock(), "backend": _backend(data)})
     except ValidationError as err:
         problems += _as_stack_file_keys(_problems(err), gcp_project=bool(project))
         raise ConfigError(problems) from None
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _backend(data: Mapping[str, Any]) -> Any:
+    """The backend the stack names (the model's default when it names none), for rules on a field that
+    depend on it (settings/rules_serving.py smoke_deadline)."""
+    serving = data.get("serving")
+    default = ServingConfig.model_fields["backend"].default
+    return serving.get("backend", default) if isinstance(serving, Mapping) else default
 
 
 def _as_stack_file_keys(problems: list[str], *, gcp_project: bool) -> list[str]:

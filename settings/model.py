@@ -5,7 +5,9 @@ YAML keys are camelCase (`namePrefix`), Python attributes snake_case. Unknown ke
 single resource is registered. The rules live beside what they guard, one module per concern, each
 with the classes it refuses (settings/refusals.py collects them): `rules_network.py`,
 `rules_cluster.py`, `rules_capacity.py`, `rules_kueue.py`, `rules_versions.py`, `rules_backends.py`,
-`rules_serving.py`, `rules_observability.py` and `rules_waits.py`. This module keeps the tree and the order they run in.
+`rules_serving.py`, `rules_autoscaling.py`, `rules_observability.py`, `rules_waits.py`, `rules_recovery.py` and
+`rules_reservation.py`. This module keeps
+the tree and the order they run in.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from domain.serving_budget import BUDGET
 from domain.topology import Generation, MachineType, Topology
 from settings import (
     oci_registry,
+    pricing,
+    rules_autoscaling,
     rules_backends,
     rules_capacity,
     rules_cluster,
     rules_kueue,
     rules_network,
     rules_observability,
+    rules_recovery,
+    rules_reservation,
     rules_serving,
     rules_versions,
     rules_waits,
@@ -36,6 +42,7 @@ from settings import (
 from settings.base import OWN_CHARACTERS, ProblemsError, Shape, StrictModel
 from settings.names import NameRule
 from settings.naming import Names
+from settings.pricing import PricingConfig
 from settings.rules_backends import Backend
 from settings.rules_cluster import SUBSLICING_MIN_GKE, SUPERSLICING_MIN_GKE, ExclusionScope, ReleaseChannel
 from settings.rules_kueue import DEFAULT_TOPOLOGY_LEVELS
@@ -152,12 +159,36 @@ class ClusterConfig(StrictModel):
         return self
 
 
+class NoGoWindow(StrictModel):
+    """A span in which a bound sub-block must have no maintenance due (settings/rules_reservation.py)."""
+
+    start: datetime
+    end: datetime
+
+    @model_validator(mode="after")
+    def _window(self) -> NoGoWindow:
+        rules_reservation.no_go_window(self)
+        return self
+
+
 class ReservationConfig(StrictModel):
     project: str | None = Field(None, pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
     name: DnsLabel
     block: DnsLabel | None = None
     sub_blocks: Annotated[list[DnsLabel] | None, AfterValidator(rules_capacity.unique_sub_blocks)] = None
     block_cubes: int | None = Field(None, ge=1, le=144)
+    # What was read of the reservation is judged at plan time and in `pulumi up` (infra/reservation.py):
+    # a new pool is refused on a sub-block that is not HEALTHY, lacks its hosts, or has maintenance due
+    # inside one of these windows; `accept` (sub-block -> reason) binds one anyway; `snapshot` is what
+    # the offline plan reads instead of the live reservation.
+    maintenance_no_go: list[NoGoWindow] | None = None
+    accept: dict[DnsLabel, str] | None = None
+    snapshot: Annotated[str | None, AfterValidator(rules_reservation.snapshot_file)] = None
+
+    @model_validator(mode="after")
+    def _accept(self) -> ReservationConfig:
+        rules_reservation.check_accept(self)
+        return self
 
     def path(self, project: str) -> str:
         reservation = f"projects/{self.project or project}/reservations/{self.name}"
@@ -208,6 +239,10 @@ class Versions(StrictModel):
     kueue: ChartVersion = "0.19.2"
     lws: ChartVersion = "v0.8.0"  # the LWS chart tags carry the v
     slice_controller_image: Image = "tpuongke/kueue-slice-controller:v0.8.0-200"
+    # The metrics API of autoscaled serving roles (k8s/metrics_adapter.py): the build of release
+    # cm-sd-adapter-v0.16.9 (GoogleCloudPlatform/k8s-stackdriver), which its production manifest
+    # names from commit af49d863 on (the tag's own manifest still named v0.16.7-gke.0).
+    metrics_adapter_image: Image = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
     # The newest JAX AI image tag evidenced on TPU7x (jax 0.8.1, libtpu 0.0.30).
     jax_tpu_image: Image = "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:jax0.8.1-rev1"
     gateway_api_inference_extension: Annotated[ChartVersion, AfterValidator(rules_versions.known_inference_release)] = (
@@ -259,11 +294,33 @@ class Priorities(StrictModel):
         return [("low", self.low), ("medium", self.medium), ("high", self.high)]
 
 
+PodsReadyTimeout = Annotated[
+    int, Field(le=rules_recovery.PODS_READY_MAX_SECONDS), AfterValidator(rules_recovery.pods_ready_timeout)
+]
+
+
+class KueueRecoveryConfig(StrictModel):
+    """What Kueue does with a group that is not Ready, or stops being Ready (settings/rules_recovery.py)."""
+
+    # From admission to every pod Ready; past it Kueue evicts and re-queues the group.
+    pods_ready_timeout_seconds: PodsReadyTimeout = rules_recovery.PODS_READY_MIN_SECONDS
+    # From a running group's pod failing to its replacement Ready (a host lost, the group reloading).
+    recovery_timeout_seconds: PodsReadyTimeout = rules_recovery.PODS_READY_MIN_SECONDS
+    backoff_base_seconds: int = Field(rules_recovery.BACKOFF_BASE_DEFAULT, ge=1, le=3600)
+    backoff_max_seconds: int = Field(rules_recovery.BACKOFF_MAX_DEFAULT, ge=1, le=rules_recovery.BACKOFF_MAX_LIMIT)
+
+    @model_validator(mode="after")
+    def _backoff(self) -> KueueRecoveryConfig:
+        rules_recovery.backoff_bounds(self)
+        return self
+
+
 class KueueConfig(StrictModel):
     topology_levels: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TOPOLOGY_LEVELS), min_length=1, max_length=16
     )
     priorities: Priorities = Field(default_factory=lambda: Priorities.model_validate({}))
+    recovery: KueueRecoveryConfig = Field(default_factory=lambda: KueueRecoveryConfig.model_validate({}))
 
 
 class SubslicingCheck(StrictModel):
@@ -441,6 +498,7 @@ class StackConfig(StrictModel):
     checks: ChecksConfig = Field(default_factory=lambda: ChecksConfig.model_validate({}))
     serving: ServingConfig = Field(default_factory=lambda: ServingConfig.model_validate({}))
     observability: ObservabilityConfig = Field(default_factory=lambda: ObservabilityConfig.model_validate({}))
+    pricing: PricingConfig | None = None  # no default price: settings/pricing.py
     hf_token: SecretStr | None = None
 
     @property
@@ -514,6 +572,7 @@ class StackConfig(StrictModel):
             rules_waits.check_smoke_fits,
             rules_observability.check_alerts,
             rules_versions.check_controllers,
+            pricing.check_pricing,
         )
         problems: list[str] = []
         for rule in rules:
@@ -532,7 +591,8 @@ class StackConfig(StrictModel):
 
 def _check_slices(config: StackConfig) -> None:
     """One rule: the slicing checks in the cubes, then vllm-pd's serving sub-slices, which are not judged
-    when a check already does not fit."""
+    when a check already does not fit, then its autoscaled roles, judged on valid shapes."""
     rules_capacity.check_slices(config)
     if config.serving.backend is Backend.VLLM_PD:
         rules_serving.check_serving(config)
+        rules_autoscaling.check_autoscaling(config)

@@ -26,8 +26,10 @@ from typing import Any
 from settings import credentials, loader, model, names, stack_file
 from settings.base import StrictModel
 from settings.model import NetworkConfig, StackConfig
+from settings.pricing import REFUSED as PRICING
 from settings.provider_keys import REFUSED as PROVIDER_KEYS
 from settings.refused import RefusedClass
+from settings.rules_autoscaling import REFUSED as AUTOSCALING
 from settings.rules_backends import REFUSED as BACKENDS
 from settings.rules_capacity import REFUSED as CAPACITY
 from settings.rules_cluster import REFUSED as CLUSTER
@@ -35,6 +37,8 @@ from settings.rules_kueue import REFUSED as KUEUE
 from settings.rules_network import EXTERNAL
 from settings.rules_network import REFUSED as NETWORK
 from settings.rules_observability import REFUSED as OBSERVABILITY
+from settings.rules_recovery import REFUSED as RECOVERY
+from settings.rules_reservation import REFUSED as RESERVATION
 from settings.rules_serving import REFUSED as SERVING
 from settings.rules_versions import REFUSED as VERSIONS
 from settings.rules_waits import REFUSED as WAITS
@@ -176,11 +180,15 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *CLUSTER,
     *CAPACITY,
     *KUEUE,
+    *RECOVERY,
     *VERSIONS,
     *OBSERVABILITY,
     *BACKENDS,
     *SERVING,
+    *AUTOSCALING,
     *WAITS,
+    *RESERVATION,
+    *PRICING,
 )
 CLASS_COUNT = len(REFUSED_CLASSES)
 NAMES = tuple(c.name for c in REFUSED_CLASSES)

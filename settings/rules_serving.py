@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationInfo
+
 from domain import topology
 from domain.serving_budget import BUDGET
 from settings import serving_model, storage_names
@@ -24,7 +26,7 @@ from settings.names import NameRule
 from settings.refused import RefusedClass
 from settings.rules_backends import Backend
 from settings.rules_capacity import as_subslice
-from settings.rules_waits import minutes_hint
+from settings.rules_waits import SMOKE_DEADLINE_MAX, smoke_budget_problem
 from settings.serving_model import ModelConfig
 from settings.vllm import check_engine, check_tensor_parallel
 
@@ -59,22 +61,17 @@ def run_id(value: str | None) -> str | None:
     return value
 
 
-def smoke_deadline(value: int) -> int:
-    # The Job starts with the LeaderWorkerSets, so its deadline must outlast what they wait for.
-    least = BUDGET.smoke_deadline_min_seconds
-    if value < least:
-        raise ValueError(
-            f"{value} s ends before the servers can answer: allowed are {least} to {SMOKE_DEADLINE_MAX} s "
-            f"(Kueue admission and image pull {BUDGET.admission_and_pull_seconds} s + slice activation "
-            f"{BUDGET.activation_seconds} s + a leader's startup {BUDGET.startup_seconds} s: Ray "
-            f"{BUDGET.ray_init_seconds} s, engine {BUDGET.engine_ready_seconds} s, margin "
-            f"{BUDGET.startup_margin_seconds} s; domain/serving_budget.py)"
-            f"{minutes_hint(value, least, SMOKE_DEADLINE_MAX)}"
-        )
+def smoke_deadline(value: int, info: ValidationInfo) -> int:
+    # The Job starts with the servers, so its deadline must outlast what they wait for: the backend's own
+    # budget, which the field knows when the loader puts the backend in the validation context;
+    # otherwise the least of any backend's, and settings/rules_waits.py check_smoke_fits holds each
+    # backend to its own.
+    named = (info.context or {}).get("backend")
+    backend = Backend(named) if named in tuple(Backend) else None
+    problem = smoke_budget_problem(value, backend)
+    if problem:
+        raise ValueError(problem)
     return value
-
-
-SMOKE_DEADLINE_MAX = 8 * 3600
 
 
 def check_serving_model(config: StackConfig) -> None:
@@ -391,7 +388,22 @@ REFUSED: tuple[RefusedClass, ...] = (
         smoke_deadline,
         {"serving": {"smokeTest": {"deadlineSeconds": 3600}}},
         "serving.smokeTest.deadlineSeconds",
-        "allowed are 18600 to 28800 s",
+        f"allowed are {BUDGET.smoke_deadline_min_seconds} to {SMOKE_DEADLINE_MAX} s for vllm-pd",
+    ),
+    RefusedClass(
+        "vLLM smoke-test deadline above JetStream's budget, below vLLM's own",
+        smoke_deadline,
+        {"serving": {"smokeTest": {"deadlineSeconds": 15000}}},
+        "serving.smokeTest.deadlineSeconds",
+        f"allowed are {BUDGET.smoke_deadline_min_seconds} to {SMOKE_DEADLINE_MAX} s for vllm-pd",
+    ),
+    RefusedClass(
+        "JetStream smoke-test deadline below JetStream's own budget",
+        smoke_deadline,
+        {"serving": {"smokeTest": {"deadlineSeconds": 13000}}},
+        "serving.smokeTest.deadlineSeconds",
+        f"allowed are {BUDGET.jetstream_smoke_deadline_seconds} to {SMOKE_DEADLINE_MAX} s for jetstream",
+        stack="jetstream-v5e",
     ),
     RefusedClass(
         "smoke-test deadline given in minutes",

@@ -1,14 +1,15 @@
 """Waits and units: a timeout outlasts the work it watches, a value is read in the unit its key names,
-and vLLM's context holds the program's own smoke requests.
+and the model servers' lengths hold the program's own smoke requests.
 
 Guards `serving.saxml.publishDeadlineSeconds` (at least what the publish Job watches:
-domain/serving_budget.py), `serving.vllm.maxModelLen` against the smoke test's longest request
-(pods/smoke_request.py), and the keys where a unit slip is plausible: seconds given in minutes,
-tokens given in thousands, a fraction given as a percent, bytes given as bits. A unit hint is only
-said for a value the key's own range already refuses, so no value a deployment uses is refused for
-looking like a slip; it turns "Input should be less than 1" into what was meant.
-`serving.smokeTest.deadlineSeconds`'s budget rule is settings/rules_serving.py's (`smoke_deadline`),
-which says the same minutes hint through `minutes_hint` here.
+domain/serving_budget.py), `serving.smokeTest.deadlineSeconds` against its own backend's budget
+(`SMOKE_BUDGETS`: the field rule is settings/rules_serving.py's `smoke_deadline`, told the backend by the
+loader; `check_smoke_fits` holds it when validated without), `serving.vllm.maxModelLen` and JetStream's
+`maxPrefillPredictLength` and `maxTargetLength` against the smoke test's requests (pods/smoke_request.py),
+and the keys where a unit slip is plausible: seconds given in minutes, tokens given in thousands, a
+fraction given as a percent, bytes given as bits. A unit hint is only said for a value the key's own
+range already refuses, so no value a deployment uses is refused for looking like a slip; it turns
+"Input should be less than 1" into what was meant.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from domain.serving_budget import BUDGET
+from settings.base import ProblemsError
 from settings.refused import RefusedClass
 from settings.rules_backends import Backend
 
@@ -132,9 +134,11 @@ def bytes_per_parameter(value: Any) -> Any:
 #   max_tokens 8 (run_long_prompt_checks).
 # A prompt counts at most one token a byte (a byte-level BPE token, as Qwen's and Llama 3's tokenizers
 # have, or a SentencePiece piece, holds one byte or more), plus a few special tokens. vLLM refuses a
-# request whose prompt tokens and max_tokens exceed max_model_len (vllm v0.26.0, the OpenAI server's
-# input check: "You passed N input tokens and requested M output tokens. However, the model's context
-# length is only ..."), so the smoke Job fails and with it `pulumi up`, after the servers came up.
+# request whose prompt tokens and max_tokens exceed max_model_len: vllm/renderers/params.py,
+# `TokenizeParams._token_len_check`, raises VLLMValidationError (HTTP 400) once the prompt's tokens pass
+# `max_input_tokens` = `max_total_tokens` (max_model_len) - `max_output_tokens` (the request's
+# max_tokens). Read at vLLM commits 1aa021e8 and 017638d7 (the same function in both); the v0.26.0 tag's
+# own commit is not in the stored index. So the smoke Job fails, and `pulumi up` after the servers came up.
 SMOKE_LONG_PROMPT_MAX_BYTES = 2100
 SMOKE_LONG_MAX_TOKENS = 8
 SMOKE_SHORT_PROMPT_BYTES = len("How are you today?")
@@ -146,21 +150,127 @@ SMOKE_MODEL_LEN_MIN = max(
 )
 
 
-def check_smoke_fits(config: StackConfig) -> None:
-    serving = config.serving
-    if serving.backend is not Backend.VLLM_PD or not serving.smoke_test.enabled:
-        return
-    length = serving.vllm.max_model_len
-    if length < SMOKE_MODEL_LEN_MIN:
-        arch = serving.model.architecture
-        most = arch.context_length if arch is not None else TOKENS_MAX
-        raise ValueError(
-            f"serving.vllm.maxModelLen {length} tokens cannot hold the smoke test's long request: up to "
-            f"{SMOKE_LONG_PROMPT_MAX_BYTES} prompt bytes (at most one token each, plus {SMOKE_SPECIAL_TOKENS} "
-            f"special) and {SMOKE_LONG_MAX_TOKENS} completion tokens (pods/smoke_request.py long_prompt); vLLM "
-            f"refuses it and the smoke test fails `pulumi up`; allowed: {SMOKE_MODEL_LEN_MIN} to {most} tokens, "
+# --- each backend's smoke test: its own budget, and requests its server can hold -----------------
+
+SMOKE_DEADLINE_MAX = 8 * 3600
+
+# What each backend's smoke Job, started with its servers, waits through before the first answer
+# (domain/serving_budget.py): vLLM's LeaderWorkerSets are admitted by Kueue onto a slice that must
+# activate; JetStream's servers sit on fixed node pools that exist before its pods.
+SMOKE_BUDGETS: dict[Backend, tuple[int, str]] = {
+    Backend.VLLM_PD: (
+        BUDGET.smoke_deadline_min_seconds,
+        f"Kueue admission and image pull {BUDGET.admission_and_pull_seconds} s + slice activation "
+        f"{BUDGET.activation_seconds} s + a leader's startup {BUDGET.startup_seconds} s: Ray "
+        f"{BUDGET.ray_init_seconds} s, engine {BUDGET.engine_ready_seconds} s, "
+        f"margin {BUDGET.startup_margin_seconds} s",
+    ),
+    Backend.JETSTREAM: (
+        BUDGET.jetstream_smoke_deadline_seconds,
+        f"image pull {BUDGET.admission_and_pull_seconds} s + a server's startup {BUDGET.jetstream_startup_seconds} s: "
+        f"MaxText load {BUDGET.jetstream_load_seconds} s, margin {BUDGET.startup_margin_seconds} s",
+    ),
+}
+# The least any backend's smoke test may wait: what the field alone refuses (it cannot see the backend).
+SMOKE_DEADLINE_FLOOR = min(least for least, _ in SMOKE_BUDGETS.values())
+
+
+def smoke_budget_problem(value: Any, backend: Backend | None) -> str | None:
+    """Why `value` seconds end before `backend`'s servers can answer, or None. A backend with no smoke
+    test, or None (not known), is held to the least of every backend's budget."""
+    if not _number(value):
+        return None
+    if backend in SMOKE_BUDGETS:
+        least, why = SMOKE_BUDGETS[backend]
+        allowed = f"allowed are {least} to {SMOKE_DEADLINE_MAX} s for {backend.value} ({why}"
+    else:
+        least = SMOKE_DEADLINE_FLOOR
+        sums = "; ".join(f"{b.value} from {figure} s: {why}" for b, (figure, why) in SMOKE_BUDGETS.items())
+        allowed = f"allowed are {least} to {SMOKE_DEADLINE_MAX} s, by backend ({sums}"
+    if value >= least:
+        return None
+    return (
+        f"{value} s ends before the servers can answer: {allowed}; domain/serving_budget.py)"
+        f"{minutes_hint(value, least, SMOKE_DEADLINE_MAX)}"
+    )
+
+
+# pods/smoke_request.py with --api jetstream sends one request, POST /generate {"prompt": "How are you
+# today?", "max_tokens": 200} (the Job sets neither). Against the pinned engine (JetStream v0.2.2,
+# MaxText tag jetstream-v0.2.2, domain/maxtext_models.py), nothing refuses a request too long:
+# - the prompt, with a BOS, is padded to a prefill bucket, and one longer than maxPrefillPredictLength
+#   keeps only its last tokens (JetStream jetstream/engine/token_utils.py `pad_tokens`, "Take the last
+#   N tokens if we have too many"): the model answers a prompt it was not sent;
+# - generation stops once a slot's generated count passes max_tokens (token_utils.py
+#   `process_result_tokens`, `slot_lengths > slot_max_length`, the count being MaxEngine's
+#   `generated_tokens`, MaxText/maxengine.py `generate`), so 201 steps, each writing one token into the
+#   autoregressive KV cache of maxTargetLength - maxPrefillPredictLength tokens, whose index wraps
+#   (MaxText/layers/attentions.py `update_ar_key_value` caller: `jnp.mod(cache_ar_index + 1, ...)`):
+#   past it, new tokens overwrite the earliest, the answer is still HTTP 200, and the smoke test passes
+#   on a corrupted context instead of proving the server.
+JETSTREAM_SMOKE_GENERATED = SMOKE_SHORT_MAX_TOKENS + 1
+JETSTREAM_SMOKE_PREFILL = SMOKE_SHORT_PROMPT_BYTES + 1  # at most one token a byte, and the BOS
+
+
+def _jetstream_smoke_problems(config: StackConfig) -> list[str]:
+    jet = config.serving.jetstream
+    problems = []
+    if jet.max_prefill_predict_length < JETSTREAM_SMOKE_PREFILL:
+        problems.append(
+            f"serving.jetstream.maxPrefillPredictLength {jet.max_prefill_predict_length} tokens may not hold the "
+            f"smoke test's prompt ({SMOKE_SHORT_PROMPT_BYTES} bytes, at most one token each, and a BOS): JetStream "
+            "keeps only a longer prompt's last tokens (jetstream/engine/token_utils.py pad_tokens); allowed: at "
+            f"least {JETSTREAM_SMOKE_PREFILL}, or serving.smokeTest.enabled false"
+        )
+    generated = jet.max_target_length - jet.max_prefill_predict_length
+    if generated < JETSTREAM_SMOKE_GENERATED:
+        least = jet.max_prefill_predict_length + JETSTREAM_SMOKE_GENERATED
+        problems.append(
+            f"serving.jetstream.maxTargetLength {jet.max_target_length} leaves {generated} generated tokens after "
+            f"maxPrefillPredictLength {jet.max_prefill_predict_length}, fewer than the {JETSTREAM_SMOKE_GENERATED} "
+            f"the smoke test's request decodes (max_tokens {SMOKE_SHORT_MAX_TOKENS}, pods/smoke_request.py): "
+            "MaxText's decode cache wraps and the answer comes from an overwritten context "
+            "(MaxText/layers/attentions.py, tag jetstream-v0.2.2); allowed: at least "
+            f"{least} (maxPrefillPredictLength {jet.max_prefill_predict_length} + {JETSTREAM_SMOKE_GENERATED}), "
             "or serving.smokeTest.enabled false"
         )
+    return problems
+
+
+def _vllm_smoke_problems(config: StackConfig) -> list[str]:
+    serving = config.serving
+    length = serving.vllm.max_model_len
+    if length >= SMOKE_MODEL_LEN_MIN:
+        return []
+    arch = serving.model.architecture
+    most = arch.context_length if arch is not None else TOKENS_MAX
+    return [
+        f"serving.vllm.maxModelLen {length} tokens cannot hold the smoke test's long request: up to "
+        f"{SMOKE_LONG_PROMPT_MAX_BYTES} prompt bytes (at most one token each, plus {SMOKE_SPECIAL_TOKENS} "
+        f"special) and {SMOKE_LONG_MAX_TOKENS} completion tokens (pods/smoke_request.py long_prompt); vLLM "
+        f"refuses it and the smoke test fails `pulumi up`; allowed: {SMOKE_MODEL_LEN_MIN} to {most} tokens, "
+        "or serving.smokeTest.enabled false"
+    ]
+
+
+def check_smoke_fits(config: StackConfig) -> None:
+    """The smoke test, when on: its deadline outlasts its backend's own start, and its requests fit."""
+    serving = config.serving
+    if not serving.smoke_test.enabled:
+        return
+    problems = []
+    # The field judged it already when the loader told it the backend; not when validated without it.
+    late = smoke_budget_problem(serving.smoke_test.deadline_seconds, serving.backend)
+    if late:
+        problems.append(f"serving.smokeTest.deadlineSeconds: {late}")
+    if serving.backend is Backend.VLLM_PD:
+        problems += _vllm_smoke_problems(config)
+    elif serving.backend is Backend.JETSTREAM:
+        problems += _jetstream_smoke_problems(config)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ProblemsError(problems)
 
 
 REFUSED: tuple[RefusedClass, ...] = (
@@ -215,6 +325,22 @@ REFUSED: tuple[RefusedClass, ...] = (
         "serving.model.bytesPerParameter",
         "16 bits is 2",
         stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "JetStream maxTargetLength below the smoke test's own request",
+        check_smoke_fits,
+        {"serving": {"jetstream": {"maxPrefillPredictLength": 1024, "maxTargetLength": 1100}}},
+        "serving.jetstream.maxTargetLength",
+        "allowed: at least 1225",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
+        "JetStream maxPrefillPredictLength below the smoke test's prompt",
+        check_smoke_fits,
+        {"serving": {"jetstream": {"maxPrefillPredictLength": 16}}},
+        "serving.jetstream.maxPrefillPredictLength",
+        f"allowed: at least {JETSTREAM_SMOKE_PREFILL}",
+        stack="jetstream-v5e",
     ),
     RefusedClass(
         "maxModelLen below the smoke test's own request",

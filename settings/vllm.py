@@ -10,17 +10,65 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from domain import topology
-from settings import rules_waits
+from domain import autoscaling, topology
+from settings import rules_autoscaling, rules_waits
 from settings.base import Shape, StrictModel
 from settings.serving_model import ModelConfig
 
 
+class AutoscalingConfig(StrictModel):
+    """A HorizontalPodAutoscaler for the role: `min` to `max` groups on one vLLM metric's average per
+    group (domain/autoscaling.py); the cross-field rules are settings/rules_autoscaling.py's."""
+
+    min: int = Field(ge=1, le=1000)
+    max: int = Field(ge=1, le=1000)
+    metric: str
+    target: float = Field(allow_inf_nan=False)
+    scale_up_stabilization_seconds: int = Field(0, ge=0, le=autoscaling.MAX_STABILIZATION_SECONDS)
+    scale_down_stabilization_seconds: Annotated[
+        int,
+        Field(ge=0, le=autoscaling.MAX_STABILIZATION_SECONDS),
+        AfterValidator(rules_autoscaling.scale_down_window),
+    ] = autoscaling.MAX_STABILIZATION_SECONDS
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, value: str) -> str:
+        return rules_autoscaling.known_metric(value)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AutoscalingConfig:
+        rules_autoscaling.min_within_max(self)
+        return self
+
+
 class RoleConfig(StrictModel):
+    """One serving role: a fixed number of groups (`replicas`), or `autoscaling` between bounds, when
+    `replicas` is the autoscaler's `min` (what the plan counts at the planned load)."""
+
     replicas: int = Field(4, ge=1, le=1000)
     topology: Shape = "2x2x2"
+    autoscaling: AutoscalingConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas_or_autoscaling(cls, data: object) -> object:
+        return rules_autoscaling.replicas_or_autoscaling(data)
+
+    @model_validator(mode="after")
+    def _starts_at_min(self) -> RoleConfig:
+        # The autoscaler's validated min, however the stack file wrote it ("2", 2.0): what the plan
+        # counts the role at (the LWS itself carries no number, workloads/vllm_pd.py).
+        if self.autoscaling is not None and self.replicas != self.autoscaling.min:
+            object.__setattr__(self, "replicas", self.autoscaling.min)
+        return self
+
+    @property
+    def max_replicas(self) -> int:
+        """The most groups the role may run: the autoscaler's `max`, else its fixed count."""
+        return self.autoscaling.max if self.autoscaling else self.replicas
 
 
 class VllmConfig(StrictModel):

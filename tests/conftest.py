@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from plan import engine
-from settings.loader import load
+from settings.loader import ConfigError, load
 from settings.model import StackConfig
 
 DevRunner = Callable[..., engine.PlanResult]
@@ -51,12 +51,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.go_built)
 
 
+def stack_raw(stack: str) -> tuple[dict[str, Any], list[str]]:
+    """A committed stack file's config and secret keys, as the engine hands them to the program."""
+    return engine.read_stack_config(engine.stack_file(stack))
+
+
 def dev_raw() -> tuple[dict[str, Any], list[str]]:
-    return engine.read_stack_config(engine.stack_file("dev"))
+    return stack_raw("dev")
 
 
 def merged(overrides: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The dev stack's config with `overrides` deep-merged in (None deletes a key)."""
+    """`base` (the dev stack's config when None) with `overrides` deep-merged in (None deletes a key)."""
     raw = copy.deepcopy(base if base is not None else dev_raw()[0])
     for key, value in overrides.items():
         full = key if ":" in key else f"tpu-slicing:{key}"
@@ -84,9 +89,17 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_with(overrides: dict[str, Any] | None = None, stack: str = "dev") -> StackConfig:
-    raw, secrets = dev_raw()
+    """The committed `Pulumi.<stack>.yaml` with `overrides` merged in, loaded as the plan loads it."""
+    raw, secrets = stack_raw(stack)
     raw = merged(overrides or {}, raw)
     return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets)
+
+
+def refusal(overrides: dict[str, Any] | None = None, stack: str = "dev") -> str:
+    """The loader's refusal of `config_with(overrides, stack)`; fails the test when it loads."""
+    with pytest.raises(ConfigError) as caught:
+        config_with(overrides, stack)
+    return str(caught.value)
 
 
 @pytest.fixture(scope="session")

@@ -458,6 +458,8 @@ CUBE_CHANGES = {
         (op, "NodePool", "cube-sub-block-2"),
         ("update", "ClusterQueue", "cluster-queue"),
         ("update", "Dashboard", "dashboard"),
+        # The component's input: each bound sub-block's health as read (infra/reservation.py `bound`).
+        ("update", "TpuPools", "tpu-pools"),
     )
     for op in ("create", "delete")
 }

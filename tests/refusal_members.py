@@ -16,7 +16,9 @@ from urllib.parse import quote
 from hypothesis import strategies as st
 
 from domain import model_catalog, tpu_zones
+from domain.autoscaling import SCALE_OUT
 from settings import pins
+from settings.rules_recovery import PODS_READY_MIN_SECONDS
 
 _VLLM_IMAGE = "docker.io/vllm/vllm-tpu"
 _QWEN = model_catalog.architecture("Qwen/Qwen3.5-397B-A17B")
@@ -237,4 +239,31 @@ MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "maxModelLen above the model's context": st.integers(_QWEN.context_length + 1, 1_048_576).map(
         lambda n: {"serving": {"vllm": {"maxModelLen": n}}}
     ),
+    # Any timeout short of the startup budget (settings/rules_recovery.py), Kueue's 30-minute default included.
+    "Kueue's PodsReady timeout below the startup budget": st.integers(0, PODS_READY_MIN_SECONDS - 1).map(
+        lambda n: {"kueue": {"recovery": {"podsReadyTimeoutSeconds": n}}}
+    ),
+    "Kueue's recovery timeout below the startup budget": st.integers(0, PODS_READY_MIN_SECONDS - 1).map(
+        lambda n: {"kueue": {"recovery": {"recoveryTimeoutSeconds": n}}}
+    ),
+    "Kueue's requeuing backoff capped below its base": st.integers(2, 3600)
+    .flatmap(lambda base: st.tuples(st.just(base), st.integers(1, base - 1)))
+    .map(lambda b: {"kueue": {"recovery": {"backoffBaseSeconds": b[0], "backoffMaxSeconds": b[1]}}}),
+    # Autoscaled roles (settings/rules_autoscaling.py): any min above any max.
+    "An autoscaler whose min is above its max": st.integers(2, 1000)
+    .flatmap(lambda low: st.tuples(st.just(low), st.integers(1, low - 1)))
+    .map(lambda b: _autoscaled("decode", min=b[0], max=b[1])),
+    # The KV cache's use as a percentage: any value above 1.
+    "An autoscaler on the KV cache's use given as a percentage": st.integers(2, 100).map(
+        lambda n: _autoscaled("decode", metric="vllm:kv_cache_usage_perc", target=n)
+    ),
+    # Any window shorter than a new group's way to its first answer.
+    "An autoscaler that may remove a group before it serves": st.integers(0, SCALE_OUT.seconds - 1).map(
+        lambda n: _autoscaled("decode", scaleDownStabilizationSeconds=n)
+    ),
 }
+
+
+def _autoscaled(role: str, **fields: Any) -> dict[str, Any]:
+    scaling = {"min": 1, "max": 4, "metric": "vllm:num_requests_waiting", "target": 8, **fields}
+    return {"serving": {role: {"autoscaling": scaling}}}

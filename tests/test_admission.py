@@ -20,6 +20,7 @@ from domain.admission import (
     predict,
     render_map,
     requests_from_workloads,
+    with_added_groups,
 )
 from domain.topology import CATALOG, TopologyError
 from settings.capacity import Workload
@@ -889,3 +890,22 @@ def test_predict_equals_the_plain_model(scenario: tuple[list[Request], int]) -> 
     """The whole prediction (events with their details, final states, reasons, placements) is the plain model's."""
     requests, cubes = scenario
     assert predict(requests, cubes, TPU7X) == _Plain(requests, cubes).run()
+
+
+def test_groups_an_autoscaler_adds_are_a_later_arrival_of_the_same_lws() -> None:
+    """`with_added_groups`: numbered on from the LWS's last group, arriving after everything, told
+    apart in the narrative, and counted with the first groups in the LWS's totals."""
+    first = [
+        Request("low", 1000, "2x4x4", 1, 0),
+        *(Request(f"x/{g}", 3000, "2x4x4", 1, 1, lws="x") for g in range(2)),
+    ]
+    requests = with_added_groups(first, {"x": 3})
+    assert [r.name for r in requests[3:]] == ["x/2", "x/3", "x/4"]
+    assert {r.order for r in requests[3:]} == {2} and all(r.lws == "x" for r in requests[3:])
+    result = predict(requests, 3, TPU7X)  # two 2x4x4 slices a cube: 1 low + 5 high fit in three
+    assert result.groups("x") == (5, 5)
+    story = narrative(result)
+    assert story[1] == "x groups 0-1 (high, 2x4x4 each) are admitted into cubes 0-1."
+    assert story[2] == "x groups 2-4 (high, 2x4x4 each) are admitted into cubes 1-2."
+    with pytest.raises(ValueError, match="no group of it"):
+        with_added_groups(first, {"y": 1})

@@ -185,7 +185,7 @@ MUTATIONS = (
         id="two-pools-of-one-name",
     ),
     pytest.param(
-        Mutation("infra/tpu_pools.py", "cluster=args.cluster.id,",
+        Mutation("infra/tpu_pools.py", "cluster=cluster_id,",
                  'cluster=args.cluster.name.apply(lambda n: f"projects/{args.project}/locations/{args.zone}/clusters/{n}"),',  # noqa: E501
                  "dev", "cluster-not-found", gcp_project.NODE_POOL),
         id="a-zonal-path-for-a-regional-cluster",

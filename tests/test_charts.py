@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from k8s import controllers as program
+from settings import rules_recovery
+from settings.model import KueueRecoveryConfig
 from tests import charts
 from tests import control_plane as cp
 from tests import controllers as running
@@ -87,7 +89,22 @@ def test_the_controllers_run_the_charts_configuration_but_for_loopback(name: str
         # The chart's integrations, not a list written here: Ray, Kubeflow and AppWrapper included.
         assert used["integrations"] == chart["integrations"]
         assert "leaderworkerset.x-k8s.io/leaderworkerset" in used["integrations"]["frameworks"]
-        assert used["featureGates"] == {"VisibilityOnDemand": False}
+        # The program's recovery gates (settings/rules_recovery.py) stay; only the visibility API is off.
+        assert used["featureGates"] == {**chart["featureGates"], "VisibilityOnDemand": False}
+
+
+def test_kueue_runs_the_charts_default_configuration_plus_the_recovery_keys() -> None:
+    """The chart takes Kueue's Configuration as one string, so the program writes it whole
+    (k8s/controllers.py): it must be the chart's default at the pin plus waitForPodsReady and the
+    feature gates, so a chart bump that changes a default fails here instead of being overwritten."""
+    version = running.pinned_versions()["kueue"]
+    default = charts.render("kueue", version, {}).manager_config()
+    installed = charts.render("kueue", version).manager_config()
+    recovery = rules_recovery.kueue_manager_config(KueueRecoveryConfig.model_validate({}))
+    assert installed == {**default, **recovery}
+    assert "waitForPodsReady" not in default and "featureGates" not in default
+    assert installed["waitForPodsReady"]["timeout"] == f"{rules_recovery.PODS_READY_MIN_SECONDS // 60}m"
+    assert installed["waitForPodsReady"]["blockAdmission"] is False
 
 
 @pytest.mark.parametrize("name", NAMES)

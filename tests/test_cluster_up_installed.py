@@ -35,6 +35,8 @@ import yaml
 
 from k8s import controllers as program
 from k8s.slice_controller import NAMESPACE as SLICE_NAMESPACE
+from settings import rules_recovery
+from settings.model import KueueRecoveryConfig
 from tests import charts, operations
 from tests import control_plane as cp
 from tests import installed_controllers as installed
@@ -58,6 +60,8 @@ class Run:
     manifests: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # what each Release applied
     missing: dict[str, list[str]] = field(default_factory=dict)  # manifest objects not live after up
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # live manager ConfigMaps
+    # The Configuration the running Kueue says it loaded (cmd/kueue/main.go logs "Configuration loaded").
+    kueue_loaded: str = ""
     bump_steps: list[dict[str, Any]] = field(default_factory=list)
     # The patch applied (to KUEUE_OTHER_PATCH) and rolled back (to the pin): per step, the Kueue
     # manager's image once the Release's rollout ended, the serving pods and Kueue's admission
@@ -201,6 +205,10 @@ def _lifecycle(setting: Setting, run: Run) -> None:
                 if "configMap" in volume:
                     live = api.get("v1", "ConfigMap", namespace, volume["configMap"]["name"]) or {}
                     run.config_maps[release] = live.get("data") or {}
+        kueue_body = bodies.bodies.get("kueue")
+        if kueue_body is not None:
+            log = kueue_body.process.log.read_text(errors="replace")
+            run.kueue_loaded = next((line for line in log.splitlines() if "Configuration loaded" in line), "")
         run.refresh = step("refresh", "refresh", "--yes", "--expect-no-changes", "--skip-preview")
         ws.pulumi("config", "set", "--path", "tpu-slicing:versions.kueue", KUEUE_OTHER_PATCH, "--stack", name)
         preview = step("bump preview", "preview", "--json", "--diff")
@@ -319,6 +327,28 @@ def test_the_installed_configuration_is_the_one_the_tests_render(installed_run: 
         live = installed_run.config_maps[name]
         (rendered,) = [c["data"] for c in chart.of_kind("ConfigMap") if set(c.get("data") or {}) & set(live)]
         assert installed_run.config_maps[name] == rendered
+
+
+def test_the_running_kueue_has_the_recovery_settings(installed_run: Run) -> None:
+    """Issue 45: waitForPodsReady with the startup budget's timeouts, bounded requeuing backoff and the
+    TAS failed-node replacement gates, read back from the live manager ConfigMap and from the
+    Configuration the running Kueue logs as loaded (after its own defaulting)."""
+    _ok(installed_run, "up")
+    live = yaml.safe_load(installed_run.config_maps["kueue"]["controller_manager_config.yaml"])
+    wanted = rules_recovery.kueue_manager_config(KueueRecoveryConfig.model_validate({}))
+    assert live["waitForPodsReady"] == wanted["waitForPodsReady"]
+    assert live["featureGates"] == wanted["featureGates"]
+    assert installed_run.kueue_loaded, "Kueue logged no loaded Configuration"
+    record = json.loads(installed_run.kueue_loaded[installed_run.kueue_loaded.index("{") :])
+    loaded = yaml.safe_load(record["config"])
+    hours, rest = divmod(rules_recovery.PODS_READY_MIN_SECONDS, 3600)
+    budget = f"{hours}h{rest // 60}m{rest % 60}s"  # metav1.Duration as Go prints it: 4h10m0s
+    ready = loaded["waitForPodsReady"]
+    assert (ready["timeout"], ready["recoveryTimeout"], ready["blockAdmission"]) == (budget, budget, False)
+    strategy = {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+    assert ready["requeuingStrategy"].items() >= strategy.items()
+    assert ready["requeuingStrategy"].get("backoffLimitCount") is None  # never deactivates serving
+    assert all(loaded["featureGates"][gate] for gate in rules_recovery.FEATURE_GATES)
 
 
 def program_version(name: str) -> str:

@@ -110,6 +110,8 @@ def test_rules_are_unique_and_sourced() -> None:
         gp.BUCKET_IAM_MEMBER,
         gp.GET_ENGINE_VERSIONS,
         gp.GET_PROJECT,
+        gp.GET_RESERVATION_BLOCK,
+        gp.GET_RESERVATION_SUB_BLOCK,
     }
 
 
@@ -657,3 +659,62 @@ def test_tpu7x_takes_a_workload_policy_not_a_compact_placement() -> None:
         "Creation of a managed instance group with tpu7x-standard-4t machine type with placement policy is not "
         "supported. Use workload policy instead." in error.message
     )
+
+
+READ = {"project": P, "zone": ZONE, "reservation": "tpu7x", "reservationBlock": "block-0", "name": "sub-block-0"}
+
+
+def test_reading_a_sub_block_waits_for_the_compute_api_and_answers_as_the_provider() -> None:
+    project = Project.at(None)
+    project.declare_reservation(
+        RESERVATION, zone=ZONE, machine_type="tpu7x-standard-4t", sub_blocks={"block-0": {"sub-block-0": SubBlock(16)}}
+    )
+    error = project.refuse_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)
+    assert error is not None and error.rule == "api-disabled" and gp.COMPUTE in error.message
+    project.enable(gp.COMPUTE)
+    assert project.refuse_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ) is None
+    answer = project.answer_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)
+    # pulumi-gcp 10.2.0's GetReservationSubBlockResult field names.
+    assert answer["subBlockCount"] == 16 and answer["inUseCount"] == 0
+    assert answer["healthInfos"] == [{"healthStatus": "HEALTHY"}]
+    block = {"project": P, "zone": ZONE, "reservation": "tpu7x", "name": "block-0"}
+    assert project.answer_invoke(gp.GET_RESERVATION_BLOCK, block)["subBlockNames"] == ["sub-block-0"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {**READ, "name": "sub-block-9"},
+        {**READ, "reservationBlock": "block-9"},
+        {**READ, "reservation": "other"},
+        {**READ, "zone": "us-central1-c"},
+    ],
+)
+def test_reading_a_sub_block_that_is_not_there_is_a_404(args: dict[str, Any]) -> None:
+    project = reserved_project()
+    error = project.refuse_invoke(gp.GET_RESERVATION_SUB_BLOCK, args)
+    assert error is not None and (error.code, error.rule) == (404, "reservation-read-not-found")
+    assert "was not found, notFound" in error.message
+
+
+def test_in_use_counts_follow_the_pools_and_what_google_changes() -> None:
+    project = reserved_project()
+    assert project.answer_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)["inUseCount"] == 0
+    assert create(project, gp.NODE_POOL, node_pool(), "cube-0") is None
+    assert project.answer_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)["inUseCount"] == 16
+    _, state = cloud_state(gp.NODE_POOL, "cube-0", node_pool())
+    project.deleted(gp.NODE_POOL, state)
+    assert project.answer_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)["inUseCount"] == 0
+
+    project.set_sub_block(
+        RESERVATION,
+        "block-0",
+        "sub-block-0",
+        health="DEGRADED",
+        maintenance_window=("2026-09-18T00:00:00Z", "2026-09-30T00:00:00Z"),
+    )
+    answer = project.answer_invoke(gp.GET_RESERVATION_SUB_BLOCK, READ)
+    assert answer["healthInfos"] == [{"healthStatus": "DEGRADED"}]
+    # The provider's maintenance result has counts and no window (pulumi-gcp 10.2.0).
+    (maintenance,) = answer["reservationSubBlockMaintenances"]
+    assert maintenance["maintenancePendingCount"] == 16 and "upcomingGroupMaintenance" not in maintenance

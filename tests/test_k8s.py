@@ -192,6 +192,15 @@ def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: De
     assert queue.get("metadata.annotations") == {
         "pulumi.com/waitFor": "condition=Active",
         "pulumi.com/timeoutSeconds": "600",
+        # Kueue's recovery settings, one per line of a plan diff (settings/rules_recovery.py).
+        "tpu-slicing/kueue-wait-for-pods-ready": "timeout=250m recoveryTimeout=250m blockAdmission=false",
+        "tpu-slicing/kueue-requeuing": (
+            "timestamp=Eviction backoffBaseSeconds=60 backoffMaxSeconds=1800 backoffLimitCount=unlimited"
+        ),
+        "tpu-slicing/kueue-feature-gates": (
+            "TASFailedNodeReplacement=true TASFailedNodeReplacementFailFast=true "
+            "TASReplaceNodeOnPodTermination=true TASReplaceNodeOnNodeTaints=true"
+        ),
     }
     assert dev_plan.depends_on(queue, dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager"))
 
@@ -206,10 +215,14 @@ def jobset(plan: PlanResult, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "case",
-    [("subslicing-check", "2x2x2", 6, 2, "dev-low"), ("superslicing-check", "4x4x8", 1, 32, "dev-medium")],
+    [
+        ("subslicing-check", "2x2x2", 6, 2, "dev-low", "2x2x2"),
+        # A super-slice spans whole cubes: each of them HEALTHY (settings/rules_recovery.py).
+        ("superslicing-check", "4x4x8", 1, 32, "dev-medium", "4x4x4"),
+    ],
 )
-def test_check_jobsets(checks_plan: PlanResult, case: tuple[str, str, int, int, str]) -> None:
-    name, topology, replicas, pods, priority = case
+def test_check_jobsets(checks_plan: PlanResult, case: tuple[str, str, int, int, str, str]) -> None:
+    name, topology, replicas, pods, priority, partition = case
     body = jobset(checks_plan, name)
     assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "tpu"
     assert body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
@@ -220,7 +233,10 @@ def test_check_jobsets(checks_plan: PlanResult, case: tuple[str, str, int, int, 
     pod = job["template"]["spec"]["template"]
     assert pod["metadata"]["annotations"] == {"cloud.google.com/gke-tpu-slice-topology": topology}
     spec = pod["spec"]
-    assert spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+    assert spec["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu7x",
+        f"cloud.google.com/gke-tpu-partition-{partition}-state": "HEALTHY",
+    }
     assert spec["tolerations"] == [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
     container = spec["containers"][0]
     assert container["resources"]["limits"] == {"google.com/tpu": "4"}

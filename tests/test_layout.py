@@ -311,3 +311,16 @@ def test_the_circle_check_skips_type_checking_imports_only(tmp_path: Path) -> No
     assert circles(import_graph(files, tmp_path)) == []
     (tmp_path / "p" / "a.py").write_text("from p import b\n")
     assert circles(import_graph(files, tmp_path)) == [["p.a", "p.b"]]
+
+
+def test_the_repository_tracks_no_link_and_no_virtualenv() -> None:
+    """A tracked symbolic link points into one machine's tree (a helper's `policy/venv` once did:
+    `plan diff` then refused the revision's archive), and a virtualenv is built per checkout."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    links = [line.split("\t", 1)[1] for line in listed if line.startswith("120000 ")]
+    assert links == []
+    assert [line for line in listed if re.search(r"(^|/)\.?venv(/|$)", line.split("\t", 1)[1])] == []

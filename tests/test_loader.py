@@ -59,3 +59,28 @@ def test_a_key_of_a_namespace_nothing_reads_is_refused_with_the_other_problems()
     ], problems
     assert "allowed: tpu-slicing:zone" in problems[1] and "U+0456" in problems[1], problems
     assert not any("10.0.0.1" in p for p in problems), problems
+
+
+def test_a_leaked_credential_comes_with_the_namespace_and_provider_key_problems() -> None:
+    """A credential in an ordinary key stops the model's rules (they may show a value), not the checks of
+    the other keys: namespaces, provider credentials and the provider keys are all heard of at once."""
+    raw, _ = engine.read_stack_config(engine.stack_file("dev"))
+    token = "hf_" + "Zq81Mxnv0a9sKd7T" * 2
+    problems = _problems(
+        {
+            **raw,
+            "tpu-slіcing:zone": "x",
+            "gcp:credentials": '{"type": "authorized_user"}',
+            "tpu-slicing:namePrefix": token,
+            "pulumi:disable-default-providers": '["gcp"]',
+        },
+        raw["gcp:project"],
+    )
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        "config key 'tpu-slіcing:zone'",
+        "gcp:credentials",
+        "tpu-slicing:namePrefix",
+        "pulumi:disable-default-providers",
+    ], problems
+    assert "a Hugging Face token in plain text" in problems[2], problems
+    assert not any(token in p or "authorized_user" in p for p in problems), problems

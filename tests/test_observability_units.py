@@ -86,9 +86,21 @@ def vllm_lws(role: str) -> dict[str, Any]:
     return lws_body(args, next(plan for plan in plans if plan.serve.role == role))
 
 
+# Where the dev stack's TPU hosts are: what compose.py gives the dynamic-slicing backends.
+ZONE, MACHINE = "us-central1-ai1a", "tpu7x-standard-4t"
+DYNAMIC = ("vllm-pd", "none")
+
+
 def all_specs() -> dict[str, dict[str, Any]]:
     return {
-        backend: dashboard.dashboard_spec("dev", backend, POOLS, cluster_name="dev-gke", namespace=NAMESPACE)
+        backend: dashboard.dashboard_spec(
+            "dev",
+            backend,
+            POOLS,
+            cluster_name="dev-gke",
+            namespace=NAMESPACE,
+            hosts=dashboard.TpuHosts(ZONE, MACHINE) if backend in DYNAMIC else None,
+        )
         for backend in BACKENDS
     }
 
@@ -96,7 +108,14 @@ def all_specs() -> dict[str, dict[str, Any]]:
 def all_alerts() -> dict[str, list[dict[str, Any]]]:
     return {
         backend: alerts.alert_specs(
-            "my-project", "dev", NAMESPACE, CHANNELS, 16, backend=backend, cluster_name="dev-gke"
+            "my-project",
+            "dev",
+            NAMESPACE,
+            CHANNELS,
+            16,
+            backend=backend,
+            cluster_name="dev-gke",
+            tpu_health=alerts.TpuHealth(ZONE, MACHINE) if backend in DYNAMIC else None,
         )
         for backend in BACKENDS
     }
@@ -368,7 +387,10 @@ def test_display_name_comes_from_the_prefix_and_zero_positions_are_omitted() -> 
 def test_scope_reaches_every_promql_query() -> None:
     for backend in ("vllm-pd", "jetstream"):
         for query in dashboard.spec_queries(all_specs()[backend]):
-            if "metric.type" not in query:
+            # A TPU VM's health is a Compute Engine metric: no cluster or namespace, scoped by zone and type.
+            if "infra_health" in query:
+                assert f'location="{ZONE}"' in query and f'machine_type="{MACHINE}"' in query
+            elif "metric.type" not in query:
                 assert query.count('cluster="dev-gke"') == query.count("{"), query
                 assert query.count(f'namespace="{NAMESPACE}"') == query.count("{"), query
     unscoped = dashboard.spec_queries(dashboard.dashboard_spec("dev", "vllm-pd", POOLS))
@@ -409,7 +431,7 @@ def test_policies_are_alert_policy_arguments() -> None:
 
 def test_vllm_alerts_cover_leaders_queue_idle_tpus_and_the_smoke_test() -> None:
     specs = {spec["name"]: spec["policy"] for spec in all_alerts()["vllm-pd"]}
-    assert set(specs) == {"no-ready-leaders", "queue-backlog", "tpu-idle-while-queued", "smoke-test-failed"}
+    assert set(specs) == {"no-ready-leaders", "queue-backlog", "tpu-idle-while-queued", "smoke-test-failed", *HEALTH}
     for policy in specs.values():
         assert policy["display_name"].startswith("dev: ")
         assert policy["notification_channels"] == CHANNELS
@@ -427,6 +449,50 @@ def test_vllm_alerts_cover_leaders_queue_idle_tpus_and_the_smoke_test() -> None:
     assert f'jsonPayload.involvedObject.namespace="{NAMESPACE}"' in log
     assert 'logName="projects/my-project/logs/events"' in log
     assert specs["smoke-test-failed"]["alert_strategy"]["notification_rate_limit"]["period"] == "300s"
+
+
+HEALTH = ("tpu-host-unhealthy", "slice-failed", "tpu-maintenance-scheduled", "group-pending-no-fit")
+
+
+def test_cube_stacks_are_alerted_on_the_hardware_under_their_slices() -> None:
+    """Issue 45: an UNHEALTHY TPU VM per sub-block, a Slice that failed or never became ACTIVE, a host
+    maintenance announced, and a Workload Kueue cannot place; fixed-slice backends get none of them."""
+    specs = {spec["name"]: spec["policy"] for spec in all_alerts()["vllm-pd"]}
+    host = specs["tpu-host-unhealthy"]["conditions"][0]["condition_prometheus_query_language"]["query"]
+    assert host.startswith("count by (block_id, subblock_id) (compute_googleapis_com:instance_tpu_infra_health{")
+    assert f'health_status="UNHEALTHY",machine_type="{MACHINE}",location="{ZONE}"' in host
+    assert BY_NAME["compute.googleapis.com/instance/tpu/infra_health"].promql_name in host
+    logs = {name: specs[name]["conditions"][0]["condition_matched_log"]["filter"] for name in HEALTH[1:]}
+    # The slice controller's event reasons and Kueue's pending reason, as their sources spell them.
+    assert 'jsonPayload.reason=("AdmissionCheckUpdated" OR "FailedCreateSlice")' in logs["slice-failed"]
+    assert 'jsonPayload.message:"to \\"Retry\\""' in logs["slice-failed"]
+    assert 'protoPayload.methodName="compute.instances.upcomingMaintenance"' in logs["tpu-maintenance-scheduled"]
+    assert f'resource.labels.zone="{ZONE}"' in logs["tpu-maintenance-scheduled"]
+    assert 'jsonPayload.reason=("Pending")' in logs["group-pending-no-fit"]
+    assert f'jsonPayload.involvedObject.namespace="{NAMESPACE}"' in logs["group-pending-no-fit"]
+    for name in HEALTH:
+        assert specs[name]["documentation"]["content"]
+    for name in HEALTH[1:]:
+        assert specs[name]["alert_strategy"]["notification_rate_limit"]["period"] == "300s"
+    for backend in ("saxml", "jetstream"):
+        assert not {spec["name"] for spec in all_alerts()[backend]} & set(HEALTH)
+
+
+def test_cube_dashboards_chart_host_health_per_sub_block_and_the_slices() -> None:
+    for backend, spec in all_specs().items():
+        widgets = [tile["widget"] for tile in spec["mosaicLayout"]["tiles"]]
+        health = [w for w in widgets if "by health per sub-block" in w["title"]]
+        slices = [w for w in widgets if "logsPanel" in w]
+        if backend in DYNAMIC:
+            (chart,) = health
+            query = chart["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+            assert query.startswith("count by (subblock_id, health_status) (compute_googleapis_com:")
+            assert unknown_metrics(query) == set()
+            (panel,) = slices
+            assert 'jsonPayload.involvedObject.kind="Workload"' in panel["logsPanel"]["filter"]
+            assert '"FailedCreateSlice"' in panel["logsPanel"]["filter"]
+        else:
+            assert health == [] and slices == []
 
 
 def test_smoke_job_name_matches_the_workload() -> None:
@@ -460,7 +526,8 @@ def test_alert_durations_are_sensible() -> None:
 
 
 def test_alert_inputs_are_checked_and_quiet_backends_get_no_policies() -> None:
-    assert all_alerts()["saxml"] == [] and all_alerts()["none"] == []
+    assert all_alerts()["saxml"] == []
+    assert [spec["name"] for spec in all_alerts()["none"]] == list(HEALTH)  # the cubes' hardware only
     with pytest.raises(ValueError, match="notificationChannels"):
         alerts.alert_specs("p", "dev", NAMESPACE, ["my-channel"], 16)
     with pytest.raises(ValueError, match="queue_threshold"):
@@ -480,7 +547,7 @@ def test_catalog_entries_are_complete_and_unique() -> None:
         assert metric.unit and metric.description
         assert "http" in metric.source or ".py" in metric.source, metric.name
         if metric.kind == "gcp":
-            assert metric.name.startswith("kubernetes.io/")
+            assert metric.name.startswith(("kubernetes.io/", "compute.googleapis.com/instance/tpu/"))
     assert (
         BY_NAME["kubernetes.io/node/accelerator/duty_cycle"].promql_name == "kubernetes_io:node_accelerator_duty_cycle"
     )

@@ -42,8 +42,8 @@ def test_namespaces_enforce_the_strictest_level_their_pods_meet(stack: str) -> N
     check(engine.run_stack(stack))
 
 
-def test_with_both_slicing_checks_too(run_dev: DevRunner) -> None:
-    check(run_dev({"checks": {"subslicing": {"enabled": True, "replicas": 4}, "superslicing": {"enabled": True}}}))
+def test_with_both_slicing_checks_and_an_autoscaled_role_too(run_dev: DevRunner) -> None:
+    check(run_dev(CHECKS))
 
 
 def test_every_generated_pod_meets_baseline() -> None:
@@ -66,10 +66,14 @@ def test_the_checks_catch_what_baseline_forbids() -> None:
     assert ps.level({**restricted, "volumes": [{"name": "h", "hostPath": {"path": "/"}}]}) == "privileged"
 
 
-# The pods that call the Kubernetes API: the endpoint picker (pods, its InferencePool) and the
-# slice controller. Every other pod runs without a ServiceAccount token.
-API_CLIENTS = {"pd-disaggregation-epp", "slice-controller-controller-manager"}
-CHECKS = {"checks": {"subslicing": {"enabled": True, "replicas": 4}, "superslicing": {"enabled": True}}}
+# The pods that call the Kubernetes API: the endpoint picker (pods, its InferencePool), the
+# slice controller and the metrics adapter. Every other pod runs without a ServiceAccount token.
+API_CLIENTS = {"pd-disaggregation-epp", "slice-controller-controller-manager", "custom-metrics-stackdriver-adapter"}
+# Both slicing checks, and an autoscaled role, which brings the metrics adapter.
+CHECKS = {
+    "checks": {"subslicing": {"enabled": True, "replicas": 4}, "superslicing": {"enabled": True}},
+    "serving": {"decode": {"autoscaling": {"min": 2, "max": 4, "metric": "vllm:num_requests_waiting", "target": 8}}},
+}
 
 
 def workload_pods(plan: engine.PlanResult) -> list[tuple[str, Mapping[str, Any]]]:

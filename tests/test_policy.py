@@ -198,7 +198,7 @@ def jetstream(plans: dict[str, engine.PlanResult]) -> engine.PlanResult:
 # --- The pack ------------------------------------------------------------------------------------------
 
 
-def test_pack_holds_the_seven_policies() -> None:
+def test_pack_holds_the_eight_policies() -> None:
     assert [p.name for p in POLICIES] == [
         "tpu-pool-specific-reservation",
         "tpu-network-jumbo-mtu",
@@ -207,10 +207,11 @@ def test_pack_holds_the_seven_policies() -> None:
         "pinned-images",
         "no-broad-roles",
         "secrets-are-secret",
+        "tpu-pools-on-healthy-sub-blocks",
     ]
     assert [type(p) for p in POLICIES] == [ResourceValidationPolicy, StackValidationPolicy] + [
         ResourceValidationPolicy
-    ] * 5
+    ] * 6
     schemas = {p.name: sorted(p.config_schema.properties) for p in POLICIES if p.config_schema}
     assert schemas == {
         "tpu-pool-specific-reservation": ["reservation"],

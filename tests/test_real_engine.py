@@ -258,6 +258,10 @@ def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Eng
     assert _steps(ws, name, targets) == []
 
     pool = next(t for t in targets if t.endswith("::cube-sub-block-1"))
+    # The pool fills its sub-block (16 of 16 in use): the preview judges its replacement net of the
+    # stack's own pool there (infra/reservation.py, read through gcp.container.get_cluster).
+    previewed = ws.pulumi("preview", "--stack", name, "--replace", pool, "--target", pool, check=False)
+    assert previewed.returncode == 0, previewed.stdout[-3000:] + previewed.stderr[-3000:]
     replaced = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, "--replace", pool, "--target", pool)
     assert "replaced" in replaced.stdout, replaced.stdout[-2000:]
 
@@ -295,7 +299,11 @@ def test_a_new_cluster_is_refused_a_version_the_channel_no_longer_offers(engine:
 
 
 # Keys as platform engineers get them wrong, each a mistake of its own kind; every one is a setting
-# the CLI passes on silently, so only the program can refuse it.
+# the CLI passes on silently, so only the program can refuse it. The credentials are put together at
+# run time (a Hugging Face token in namePrefix, a Google API key in region, both of their vendors'
+# published shapes, settings/credentials.py RULES), so no scanner takes this file for a leak.
+HF_PASTED = "hf_" + "Zq81Mxnv0a9sKd7T" * 2
+API_KEY_PASTED = "AIza" + "Sy" + "Zq81Mxnv0a9sKd7T" * 2 + "x"
 MISTAKEN_KEYS = (
     "  tpu-slіcing:zone: us-central1-ai1a\n"  # a Cyrillic і (U+0456)
     "  TPU-Slicing:namePrefix: other\n"
@@ -305,6 +313,10 @@ MISTAKEN_KEYS = (
     "    clusters:\n"
     "    - cluster: {server: 'https://10.9.8.7'}\n"
     "      name: gke\n"
+    f"  tpu-slicing:namePrefix: {HF_PASTED}\n"
+    f"  tpu-slicing:region: {API_KEY_PASTED}\n"
+    '  gcp:credentials: \'{"type": "authorized_user", "refresh_token": "1//0gZq81Mxnv0a9sKd7T"}\'\n'
+    "  pulumi:disable-default-providers: [gcp]\n"
     "  tpu-slicing:network: {mtu: 9000}\n"
 )
 
@@ -318,7 +330,8 @@ def _problem_lines(text: str) -> list[str]:
 
 def test_pulumi_preview_refuses_the_keys_make_plan_refuses_with_the_same_lines(engine: Engine) -> None:
     """One validation path: the keys `pulumi up` hands the program (every namespace) are judged by the
-    loader that judges `make plan`'s, before any resource is registered, with no traceback."""
+    loader that judges `make plan`'s, before any resource is registered, with no traceback: namespaces,
+    look-alikes, plaintext credentials (in ordinary keys and gcp:credentials) and provider keys."""
     ws = _initialised(engine, "dev", "mistaken-keys")
     path = ws.root / "Pulumi.dev-new.yaml"
     # At the top of the `config:` mapping: the CLI writes `encryptionsalt:` after it.
@@ -346,9 +359,45 @@ def test_pulumi_preview_refuses_the_keys_make_plan_refuses_with_the_same_lines(e
         "config key 'kubernetes:kubeconfig'",
         "config key 'tpu-slicng:serving'",
         "config key 'tpu-slіcing:zone'",
-        "tpu-slicing:network.mtu",
+        "gcp:credentials",
+        "tpu-slicing:namePrefix",
+        "tpu-slicing:region",
+        "pulumi:disable-default-providers",
     ], lines
-    # The refusals never show the value (the CLI's own JSON document echoes the stack's config).
-    assert not any("10.9.8.7" in error for error in errors) and "10.9.8.7" not in planned.stderr
+    assert "is stored in plain text" in lines[4] and "a Hugging Face token in plain text" in lines[5], lines
+    assert "a Google API key in plain text" in lines[6] and "default gcp provider" in lines[7], lines
+    # A leaked credential holds back the model's own rules (network.mtu), which may show a value; the
+    # refusals never show a value (the CLI's own JSON document echoes the stack's config).
+    for value in ("10.9.8.7", HF_PASTED, API_KEY_PASTED, "Zq81Mxnv0a9sKd7T"):
+        assert not any(value in error for error in errors) and value not in planned.stderr, value
     registered = [step["urn"] for step in document.get("steps", [])]
     assert all("::pulumi:pulumi:Stack::" in urn for urn in registered), registered
+
+
+AUTOSCALED = """    prefill:
+      autoscaling: {min: 2, max: 6, metric: "vllm:prompt_tokens_total", target: 4000}
+    decode:
+      autoscaling: {min: 2, max: 6, metric: "vllm:kv_cache_usage_perc", target: 0.8}
+"""
+
+
+def test_an_autoscaled_stack_previews_under_the_real_engine_as_the_plan_does(engine: Engine) -> None:
+    """Both roles autoscaled: the CLI, the real Kubernetes provider and the policy pack accept the
+    HPAs, the metrics adapter's objects and its IAM grant, and register what the offline plan does."""
+    ws = _initialised(engine, "dev", "autoscaled")
+    path = ws.root / "Pulumi.dev-new.yaml"
+    text = path.read_text()
+    assert text.count("    backend: vllm-pd\n") == 1, text
+    path.write_text(text.replace("    backend: vllm-pd\n", "    backend: vllm-pd\n" + AUTOSCALED, 1))
+    done, document = ws.preview_steps("dev-new", "--policy-pack", "policy")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    config, secret_keys = offline.read_stack_config(path)
+    plan = offline.run(config, stack="dev-new", secret_keys=secret_keys, preview=True)
+    planned = {r.urn.replace("urn:pulumi:dev-new::", "urn:pulumi:STACK::") for r in plan.resources}
+    assert _engine_urns(document, "dev") == planned
+    types = {step["urn"].split("::")[2].rsplit("$", 1)[-1] for step in document["steps"]}
+    assert {
+        "kubernetes:autoscaling/v2:HorizontalPodAutoscaler",
+        "kubernetes:apiregistration.k8s.io/v1:APIService",
+        "tpu-slicing:k8s:MetricsAdapter",
+    } <= types

@@ -3,30 +3,12 @@ tokenizers may live (readable by the servers, outside what they write and what t
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from plan import engine
-from settings.loader import ConfigError, load
-from settings.model import StackConfig
-from tests.conftest import config_with, merged
+from tests.conftest import config_with, refusal
 
 COMMIT = "ea5b4f81096f3901c91dea97f81324302495781d"  # Qwen/Qwen3.5-397B-A17B-FP8's, as the dev stack pins it
 SNAPSHOT = f"models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/{COMMIT}"
-
-
-def _load(stack: str, overrides: dict[str, Any]) -> StackConfig:
-    """A committed stack file with `overrides` merged in, as the plan reads it."""
-    raw, secrets = engine.read_stack_config(engine.ROOT / f"Pulumi.{stack}.yaml")
-    raw = merged(overrides, raw)
-    return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets)
-
-
-def _refusal(overrides: dict[str, Any], stack: str = "dev") -> str:
-    with pytest.raises(ConfigError) as caught:
-        _load(stack, overrides)
-    return str(caught.value)
 
 
 @pytest.mark.parametrize("path", [SNAPSHOT, f"{SNAPSHOT}/", f"hub/{SNAPSHOT}", f"team/hf/hub/{SNAPSHOT}"])
@@ -47,36 +29,37 @@ def test_a_snapshot_of_the_named_model_is_accepted(path: str) -> None:
     ],
 )
 def test_a_path_that_is_no_snapshot_of_the_named_model_is_refused(path: str, reason: str) -> None:
-    message = _refusal({"serving": {"model": {"path": path}}})
+    message = refusal({"serving": {"model": {"path": path}}})
     assert f"tpu-slicing:serving.model.path {path!r} {reason}" in message
     assert "allowed: models--Qwen--Qwen3.5-397B-A17B-FP8/snapshots/<40-hex commit>" in message
 
 
 def test_the_snapshot_rule_is_vllms_only() -> None:
     # JetStream reads a MaxText checkpoint at model.path; no Hugging Face layout applies.
-    config = _load("jetstream-v5e", {})
+    config = config_with(stack="jetstream-v5e")
     assert config.serving.model.path == "llama2-70b/unscanned/checkpoints/0/items"
 
 
 def test_weights_under_the_compilation_cache_are_refused() -> None:
-    message = _refusal({"serving": {"model": {"path": f"xla_cache/{SNAPSHOT}"}}})
+    message = refusal({"serving": {"model": {"path": f"xla_cache/{SNAPSHOT}"}}})
     assert f"serving.model.path 'xla_cache/{SNAPSHOT}' is inside xla_cache/, a prefix the model servers" in message
     assert "allowed: a path outside xla_cache/ and pathways-scratch/" in message
 
 
 @pytest.mark.parametrize("path", ["pathways-scratch/llama2-70b/items", "pathways-scratch", "xla_cache/llama2"])
 def test_a_jetstream_checkpoint_under_a_written_prefix_is_refused(path: str) -> None:
-    message = _refusal({"serving": {"model": {"path": path}}}, stack="jetstream-v5e")
+    message = refusal({"serving": {"model": {"path": path}}}, stack="jetstream-v5e")
     assert f"serving.model.path {path!r} is inside" in message
 
 
 def test_a_prefix_that_only_starts_alike_is_not_a_written_prefix() -> None:
-    config = _load("jetstream-v5e", {"serving": {"model": {"path": "xla_cache_backup/llama2-70b/items"}}})
-    assert config.serving.model.path == "xla_cache_backup/llama2-70b/items"
+    path = "xla_cache_backup/llama2-70b/items"
+    config = config_with({"serving": {"model": {"path": path}}}, "jetstream-v5e")
+    assert config.serving.model.path == path
 
 
 def test_the_saxml_admin_bucket_holds_no_weights() -> None:
-    message = _refusal({"serving": {"model": {"weightsBucket": "example-tpu-project-saxml-v5e-sax"}}}, "saxml-v5e")
+    message = refusal({"serving": {"model": {"weightsBucket": "example-tpu-project-saxml-v5e-sax"}}}, "saxml-v5e")
     assert "serving.model.weightsBucket 'example-tpu-project-saxml-v5e-sax' is the Saxml admin bucket" in message
     assert "force_destroy" in message and "allowed: a bucket the program does not create" in message
 
@@ -86,7 +69,7 @@ def test_a_saxml_checkpoint_under_a_written_prefix_is_refused() -> None:
         "modelPath": "saxml.server.pax.lm.params.lm_cloud.LLaMA70BFP16TPUv5e32",
         "checkpoint": "gs://example-weights/pathways-scratch/llama70b",
     }
-    message = _refusal({"serving": {"model": {"weightsBucket": "example-weights"}, "saxml": saxml}}, "saxml-v5e")
+    message = refusal({"serving": {"model": {"weightsBucket": "example-weights"}, "saxml": saxml}}, "saxml-v5e")
     assert "serving.saxml.checkpoint 'gs://example-weights/pathways-scratch/llama70b' is inside pathways-scratch/" in (
         message
     )
@@ -94,14 +77,14 @@ def test_a_saxml_checkpoint_under_a_written_prefix_is_refused() -> None:
 
 def test_a_tokenizer_in_another_bucket_is_refused() -> None:
     jet = {"tokenizerPath": "gs://example-tokenizers/tokenizer.llama2"}
-    message = _refusal({"serving": {"jetstream": jet}}, "jetstream-v5e")
+    message = refusal({"serving": {"jetstream": jet}}, "jetstream-v5e")
     assert "serving.jetstream.tokenizerPath 'gs://example-tokenizers/tokenizer.llama2' is in bucket" in message
     assert "granted read access to serving.model.weightsBucket 'example-jetstream-checkpoints' only" in message
 
 
 def test_a_tokenizer_under_a_written_prefix_is_refused() -> None:
     jet = {"tokenizerPath": "gs://example-jetstream-checkpoints/xla_cache/tokenizer.llama2"}
-    message = _refusal({"serving": {"jetstream": jet}}, "jetstream-v5e")
+    message = refusal({"serving": {"jetstream": jet}}, "jetstream-v5e")
     assert "serving.jetstream.tokenizerPath" in message and "is inside xla_cache/" in message
 
 
@@ -109,7 +92,7 @@ def test_a_tokenizer_under_a_written_prefix_is_refused() -> None:
     "tokenizer", ["assets/tokenizer.llama2", "gs://example-jetstream-checkpoints/tokenizers/tokenizer.llama2"]
 )
 def test_a_tokenizer_in_the_image_or_the_weights_bucket_is_accepted(tokenizer: str) -> None:
-    config = _load("jetstream-v5e", {"serving": {"jetstream": {"tokenizerPath": tokenizer}}})
+    config = config_with({"serving": {"jetstream": {"tokenizerPath": tokenizer}}}, "jetstream-v5e")
     assert config.serving.jetstream.tokenizer_path == tokenizer
 
 
@@ -120,6 +103,6 @@ def test_storage_problems_are_named_at_once() -> None:
             "jetstream": {"tokenizerPath": "gs://example-tokenizers/t.model"},
         }
     }
-    message = _refusal(overrides, "jetstream-v5e")
+    message = refusal(overrides, "jetstream-v5e")
     assert "serving.model.path 'pathways-scratch/items' is inside" in message
     assert "serving.jetstream.tokenizerPath 'gs://example-tokenizers/t.model' is in bucket" in message

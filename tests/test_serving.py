@@ -90,7 +90,10 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
             "cloud.google.com/skip-tpu-webhook-check": "true",
         }
         assert pod["spec"]["serviceAccountName"] == "vllm-model-server"
-        assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
+        assert pod["spec"]["nodeSelector"] == {
+            "cloud.google.com/gke-tpu-accelerator": "tpu7x",
+            "cloud.google.com/gke-tpu-partition-2x2x2-state": "HEALTHY",
+        }
         container = pod["spec"]["containers"][0]
         assert container["image"] == "docker.io/vllm/vllm-tpu:v0.26.0"
         assert container["resources"]["limits"] == {"google.com/tpu": "4", "cpu": "220", "memory": "850Gi"}
@@ -431,6 +434,18 @@ def _pod_templates(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
+def _tpu_pod_templates(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The pod templates of a workload body whose containers ask for TPU chips."""
+    return [
+        (where, template)
+        for where, template in _pod_templates(body)
+        if any(
+            "google.com/tpu" in ((c.get("resources") or {}).get("limits") or {})
+            for c in (template.get("spec") or {}).get("containers") or []
+        )
+    ]
+
+
 @pytest.mark.parametrize("stack", ["dev", "dev-b", "saxml-v5e", "jetstream-v5e"])
 def test_the_tpu_webhook_is_skipped_exactly_on_dynamic_slice_leaderworkersets(stack: str) -> None:
     """GKE's TPU admission webhook wants a static gke-tpu-topology nodeSelector; a dynamic-slice
@@ -445,13 +460,8 @@ def test_the_tpu_webhook_is_skipped_exactly_on_dynamic_slice_leaderworkersets(st
         body = resource.inputs
         kind = str(resource.type).rsplit(":", 1)[-1]
         queued = "kueue.x-k8s.io/queue-name" in ((body.get("metadata") or {}).get("labels") or {})
-        for where, template in _pod_templates(body):
+        for where, template in _tpu_pod_templates(body):
             spec = template.get("spec") or {}
-            if not any(
-                "google.com/tpu" in ((c.get("resources") or {}).get("limits") or {})
-                for c in spec.get("containers") or []
-            ):
-                continue
             checked += 1
             annotations = (template.get("metadata") or {}).get("annotations") or {}
             selector = spec.get("nodeSelector") or {}
@@ -465,3 +475,51 @@ def test_the_tpu_webhook_is_skipped_exactly_on_dynamic_slice_leaderworkersets(st
             assert (annotations.get(skip) == "true") is expected, (stack, resource.name, where)
             assert skip not in annotations or "cloud.google.com/gke-tpu-topology" not in selector
     assert checked, f"{stack} has no TPU pod template"
+
+
+# Sub-slice shapes carry their own partition's state label; a super-slice spans whole cubes and reads
+# the 4x4x4 one (AI-Hypercomputer/xpk slice/internal/topology/topology.go `HealthLabel`).
+_TPU7X_PARTITIONS = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4")
+
+
+@pytest.mark.parametrize("stack", ["dev", "dev-b", "saxml-v5e", "jetstream-v5e"])
+def test_every_tpu_pod_template_selects_healthy_placement(stack: str) -> None:
+    """A TPU7x pod (a dynamic slice on a cube) selects its partition's state label at HEALTHY, on every
+    template, so neither GKE's default (the slice controller's HEALTHY_AND_DEGRADED affinity) nor a
+    template that forgot it puts a serving group or a check on a degraded partition. A pod of a fixed
+    multi-host slice (v5e, v6e node pools) selects its pool's static topology: GKE labels those pools
+    with no partition state, and its node-pool repair replaces the whole slice."""
+    from plan import engine
+
+    checked = 0
+    for resource in engine.run_stack(stack).resources:
+        for where, template in _tpu_pod_templates(resource.inputs):
+            spec = template.get("spec") or {}
+            checked += 1
+            selector = spec.get("nodeSelector") or {}
+            annotations = (template.get("metadata") or {}).get("annotations") or {}
+            at = (stack, resource.name, where)
+            if selector.get("cloud.google.com/gke-tpu-accelerator") == "tpu7x":
+                shape = annotations["cloud.google.com/gke-tpu-slice-topology"]
+                partition = shape if shape in _TPU7X_PARTITIONS else "4x4x4"
+                states = {k: v for k, v in selector.items() if k.endswith("-state")}
+                assert states == {f"cloud.google.com/gke-tpu-partition-{partition}-state": "HEALTHY"}, at
+            else:
+                assert "cloud.google.com/gke-tpu-topology" in selector, at
+                assert not any(k.startswith("cloud.google.com/gke-tpu-partition-") for k in selector), at
+    assert checked, f"{stack} has no TPU pod template"
+
+
+@pytest.mark.parametrize("stack", ["dev", "dev-b", "saxml-v5e", "jetstream-v5e"])
+def test_the_planes_nodes_carry_every_selector_a_tpu_pod_asks_for(stack: str) -> None:
+    """The local plane's TPU nodes (tests/control_plane.py tpu_nodes, labelled as GKE labels them) hold
+    every nodeSelector label and value the program's TPU pod templates ask for, the HEALTHY partition
+    state among them: a selector the plane cannot satisfy would keep every group pending there."""
+    from plan import engine
+    from tests import control_plane as cp
+
+    nodes = [node["metadata"]["labels"] for node in cp.tpu_nodes(cp.load_stack(stack))]
+    for resource in engine.run_stack(stack).resources:
+        for where, template in _tpu_pod_templates(resource.inputs):
+            selector = (template.get("spec") or {}).get("nodeSelector") or {}
+            assert any(selector.items() <= labels.items() for labels in nodes), (stack, resource.name, where)

@@ -358,6 +358,17 @@ ACCEPTED: list[tuple[str, str, Mapping[str, Any], str]] = [
     ),
     ("a TPU7x stack in its other zone", "dev", {"zone": "us-central1-c", "region": None}, ""),
     ("a tensor parallelism that divides the heads", "dev", {"serving": {"vllm": {"tensorParallelSize": 16}}}, ""),
+    (
+        "both roles autoscaled, with the metrics adapter",
+        "dev",
+        {
+            "serving": {
+                "prefill": {"autoscaling": {"min": 2, "max": 6, "metric": "vllm:prompt_tokens_total", "target": 4000}},
+                "decode": {"autoscaling": {"min": 2, "max": 6, "metric": "vllm:kv_cache_usage_perc", "target": 0.8}},
+            }
+        },
+        "",
+    ),
     # Refused once (issue 25): GKE builds a v6e 2x4 from two 4-chip VMs as well as one 8-chip VM.
     (
         "a v6e 2x4 slice on two 4-chip VMs",

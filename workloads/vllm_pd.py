@@ -22,7 +22,9 @@ from contracts.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LAB
 from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
+from settings.rules_recovery import healthy_selector
 from workloads import vllm_command, vllm_listeners
+from workloads.role_autoscaler import AutoscalerPlan, hpa_body
 from workloads.vllm_command import VllmServe
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -39,8 +41,9 @@ STARTUP_FAILURES = BUDGET.startup_failures
 @dataclass(frozen=True)
 class RolePlan:
     serve: VllmServe
-    replicas: int
+    replicas: int  # the groups of a fixed role; an autoscaled role's LWS carries none (below)
     topology: str
+    autoscaler: AutoscalerPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -209,10 +212,15 @@ def _declared_ports(pod: str) -> list[dict[str, Any]]:
 DECLARED = ("tpu-kv-transfer", "tpu-pd-coord", "tpu-metrics")
 
 
-def _pod_spec(args: VllmPdArgs, container: dict[str, Any]) -> dict[str, Any]:
+def _pod_spec(args: VllmPdArgs, container: dict[str, Any], shape: Topology) -> dict[str, Any]:
     return {
         "serviceAccountName": args.service_account,
-        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label},
+        # HEALTHY partitions only: the slice controller would otherwise allow DEGRADED ones too
+        # (settings/rules_recovery.py); both templates select it, as llm-d's TPU7x recipes do.
+        "nodeSelector": {
+            "cloud.google.com/gke-tpu-accelerator": args.generation.accelerator_label,
+            **healthy_selector(args.generation, shape),
+        },
         "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "100Gi"}}],
@@ -258,7 +266,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
     leader["startupProbe"] = _probe("/health", port, STARTUP_PERIOD_SECONDS, STARTUP_FAILURES)
     leader["readinessProbe"] = _probe("/health", port, 10, 3)
     leader["livenessProbe"] = _probe("/health", port, 30, 5)
-    leader_spec = _pod_spec(args, leader)
+    leader_spec = _pod_spec(args, leader, shape)
     if role == "decode":
         # Native sidecar: owns the pool port, sends prefill to a prefill pod, then decodes locally.
         leader_spec["initContainers"] = [
@@ -313,7 +321,10 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
             },
         },
         "spec": {
-            "replicas": plan.replicas,
+            # An autoscaled role's LWS says no number of groups: the HPA owns it. Were the program to
+            # write one, every later `up` would apply it again (ignore_changes keeps the stored
+            # input, which the provider still applies) and take the field back from the HPA.
+            **({} if plan.autoscaler else {"replicas": plan.replicas}),
             "leaderWorkerTemplate": {
                 "size": size,
                 "restartPolicy": "RecreateGroupOnPodRestart",
@@ -323,7 +334,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
                 },
                 "workerTemplate": {
                     "metadata": {"labels": labels, "annotations": annotations},
-                    "spec": pod_security.harden(_pod_spec(args, worker)),
+                    "spec": pod_security.harden(_pod_spec(args, worker, shape)),
                 },
             },
         },
@@ -332,6 +343,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
 
 class VllmPd(pulumi.ComponentResource):
     sets: dict[str, KubernetesObject]
+    autoscalers: dict[str, KubernetesObject]
     metrics_services: dict[str, KubernetesObject]
 
     def __init__(self, name: str, args: VllmPdArgs, opts: pulumi.ResourceOptions | None = None):
@@ -356,6 +368,21 @@ class VllmPd(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=depends),
             )
             for plan in args.roles
+        }
+        self.autoscalers = {
+            plan.serve.role: KubernetesObject(
+                f"{plan.serve.role}-autoscaler",
+                hpa_body(
+                    args.namespace,
+                    LWS_API,
+                    f"vllm-{plan.serve.role}",
+                    {GUIDE_LABEL: args.guide, ROLE_LABEL: plan.serve.role},
+                    plan.autoscaler,
+                ),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.sets[plan.serve.role]]),
+            )
+            for plan in args.roles
+            if plan.autoscaler is not None
         }
         # The prefill Service keeps the resource name it had alone: a new name would replace it.
         self.metrics_services = {

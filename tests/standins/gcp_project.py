@@ -83,7 +83,11 @@ BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GET_ENGINE_VERSIONS = "gcp:container/getEngineVersions:getEngineVersions"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
+# pulumi-gcp 10.2.0 (sdk/python/pulumi_gcp/compute/get_reservation_block.py, get_reservation_sub_block.py).
+GET_RESERVATION_BLOCK = "gcp:compute/getReservationBlock:getReservationBlock"
+GET_RESERVATION_SUB_BLOCK = "gcp:compute/getReservationSubBlock:getReservationSubBlock"
 GET_BUCKET = "gcp:storage/getBucket:getBucket"
+GET_CLUSTER = "gcp:container/getCluster:getCluster"
 
 CONTAINER = "container.googleapis.com"
 COMPUTE = "compute.googleapis.com"
@@ -121,8 +125,12 @@ SERVICE_OF_TOKEN: dict[str, str] = {
 # getProject reads projects.get of Cloud Resource Manager (data_source_google_project.go).
 SERVICE_OF_INVOKE: dict[str, str] = {
     GET_ENGINE_VERSIONS: CONTAINER,
+    GET_CLUSTER: CONTAINER,  # projects.locations.clusters.get (data_source_google_container_cluster.go)
     GET_PROJECT: RESOURCE_MANAGER,
     GET_BUCKET: STORAGE,
+    # compute/v1 reservationBlocks.get and reservationSubBlocks.get: the Compute API's.
+    GET_RESERVATION_BLOCK: COMPUTE,
+    GET_RESERVATION_SUB_BLOCK: COMPUTE,
 }
 
 # What a project created with the console or gcloud has on. Source: Google Cloud, "Enabled services",
@@ -215,14 +223,34 @@ class SubBlock:
     count: int
     in_use_count: int = 0
     health: str = HEALTHY
+    # All Capacity maintenance is announced per sub-block (GKE "Manage maintenance of TPU7x" and the
+    # compute/v1 discovery document: `reservationSubBlockMaintenance` is a GroupMaintenanceInfo with
+    # `maintenancePendingCount` hosts and `upcomingGroupMaintenance.windowStartTime`/`windowEndTime`,
+    # RFC 3339). None: nothing due.
+    maintenance_window: tuple[str, str] | None = None
 
     def as_json(self, name: str) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "name": name,
             "count": self.count,
             "inUseCount": self.in_use_count,
             "healthInfo": {"healthStatus": self.health},
         }
+        if self.maintenance_window is not None:
+            start, end = self.maintenance_window
+            found["reservationSubBlockMaintenance"] = {
+                "maintenancePendingCount": self.count,
+                "maintenanceOngoingCount": 0,
+                "schedulingType": "GROUPED",
+                "upcomingGroupMaintenance": {
+                    "type": "SCHEDULED",
+                    "maintenanceStatus": "PENDING",
+                    "canReschedule": True,
+                    "windowStartTime": start,
+                    "windowEndTime": end,
+                },
+            }
+        return found
 
 
 @dataclass(frozen=True)
@@ -323,6 +351,13 @@ RULES: tuple[Rule, ...] = (
         "bucket-not-found",
         "googleapis/google-cloud-dotnet#2421 (a wrong bucket name is a 404, notFound); the text 'The specified "
         "bucket does not exist.' is GCS's usual one, not seen verbatim in an issue here",
+    ),
+    Rule(
+        "reservation-read-not-found",
+        "compute/v1 reservationBlocks.get and reservationSubBlocks.get (discovery document: the block or "
+        "sub-block by name, in a reservation of a zone); a missing resource is the Compute API's 404 with reason "
+        "notFound, \"The resource '<path>' was not found\" (the GCE form, e.g. hashicorp/terraform-provider-google"
+        "#4328); the path as the stand-in writes it is its own",
     ),
     Rule(
         "condition-needs-uniform-access",
@@ -810,6 +845,8 @@ class Project:
             error = self._api_disabled(data, SERVICE_OF_INVOKE.get(token), token)
             if error is None and token == GET_BUCKET and not self._bucket_exists(data, str(args.get("name") or "")):
                 error = _bucket_not_found()
+            if error is None and token in (GET_RESERVATION_BLOCK, GET_RESERVATION_SUB_BLOCK):
+                error = self._reservation_read_refusal(data, token, args)
             if error is not None:
                 data["refusals"].append(
                     {"token": token, "rule": error.rule, "code": error.code, "message": error.message}
@@ -1147,9 +1184,115 @@ class Project:
 
     # --- invokes
 
-    def answer_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """plan.engine.cloud_invoke's answer, with this project's number and buckets."""
+    def set_sub_block(
+        self,
+        path: str,
+        block: str,
+        sub_block: str,
+        *,
+        health: str | None = None,
+        in_use: int | None = None,
+        maintenance_window: tuple[str, str] | None = None,
+    ) -> None:
+        """What Google changes under a running stack: a sub-block turns DEGRADED, hosts are taken by
+        hand or by another project's stack (`inUseCount`), or maintenance is announced."""
         with self._locked() as data:
+            one = data["reservations"][path]["blocks"][block]["subBlocks"][sub_block]
+            if maintenance_window is not None:
+                announced = SubBlock(int(one["count"]), maintenance_window=maintenance_window).as_json(sub_block)
+                one["reservationSubBlockMaintenance"] = announced["reservationSubBlockMaintenance"]
+            if health is not None:
+                one["healthInfo"]["healthStatus"] = health
+            if in_use is not None:
+                data["reservations"][path]["blocks"][block]["inUseCount"] += in_use - int(one["inUseCount"])
+                one["inUseCount"] = in_use
+
+    def _reservation_of(self, data: Mapping[str, Any], args: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        path = f"projects/{args.get('project') or data['projectId']}/reservations/{args.get('reservation')}"
+        reservation = data["reservations"].get(path)
+        return reservation if reservation is not None and reservation.get("zone") == args.get("zone") else None
+
+    def _reservation_read_refusal(
+        self, data: Mapping[str, Any], token: str, args: Mapping[str, Any]
+    ) -> GcpError | None:
+        """A read of a block or sub-block that is not there: the Compute API's 404 ("The resource '...'
+        was not found", reason notFound; the GCE error form the provider surfaces for any get)."""
+        reservation = self._reservation_of(data, args)
+        block_name = args.get("name") if token == GET_RESERVATION_BLOCK else args.get("reservationBlock")
+        block = (reservation or {}).get("blocks", {}).get(block_name) if reservation else None
+        found = block is not None and (
+            token == GET_RESERVATION_BLOCK or args.get("name") in (block.get("subBlocks") or {})
+        )
+        if found:
+            return None
+        where = (
+            f"projects/{args.get('project') or data['projectId']}/zones/{args.get('zone')}/reservations/"
+            f"{args.get('reservation')}/reservationBlocks/{block_name}"
+        )
+        if token == GET_RESERVATION_SUB_BLOCK:
+            where += f"/reservationSubBlocks/{args.get('name')}"
+        detail = f"The resource '{where}' was not found"
+        return GcpError(404, "NOT_FOUND", "notFound", googleapi(404, detail, "notFound"), "reservation-read-not-found")
+
+    def _reservation_answer(self, data: Mapping[str, Any], token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The provider's answer in its own field names (pulumi-gcp 10.2.0's GetReservationSubBlockResult:
+        `subBlockCount` is the API's `count`, `healthInfos` and `reservationSubBlockMaintenances` are
+        lists), from the API's fields the project keeps. The provider's maintenance result has no
+        `upcomingGroupMaintenance`, so the window is not in the answer: what the program cannot see."""
+        reservation = self._reservation_of(data, args) or {}
+        if token == GET_RESERVATION_BLOCK:
+            block = reservation["blocks"][args.get("name")]
+            return {
+                "name": block["name"],
+                "subBlockNames": list(block["subBlocks"]),
+                "reservationSubBlockCount": len(block["subBlocks"]),
+                "reservationSubBlockInUseCount": sum(1 for s in block["subBlocks"].values() if s["inUseCount"]),
+                "status": "READY",
+                "zone": args.get("zone"),
+            }
+        one = reservation["blocks"][args.get("reservationBlock")]["subBlocks"][args.get("name")]
+        maintenance = dict(one.get("reservationSubBlockMaintenance") or {})
+        maintenance.pop("upcomingGroupMaintenance", None)
+        return {
+            "name": one["name"],
+            "subBlockCount": one["count"],
+            "inUseCount": one["inUseCount"],
+            "healthInfos": [one["healthInfo"]],
+            "reservationSubBlockMaintenances": [maintenance] if maintenance else [],
+            "status": "READY",
+            "zone": args.get("zone"),
+        }
+
+    @staticmethod
+    def _cluster_answer(data: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+        """The data source's cluster with the node pools it runs (the provider flattens each pool's
+        blocks into lists: `nodeConfigs`, `reservationAffinities`; pulumi-gcp 10.2.0
+        GetClusterNodePoolResult), from the pools this project holds under that cluster."""
+        prefix = f"projects/{args.get('project') or data['projectId']}/locations/{args.get('location')}/clusters/"
+        prefix += f"{args.get('name')}/nodePools/"
+        pools = []
+        for record in data["resources"].values():
+            if record["token"] != NODE_POOL or not str(record["identity"]).startswith(prefix):
+                continue
+            state = record["state"]
+            config = state.get("nodeConfig") or {}
+            affinity = config.get("reservationAffinity")
+            pools.append(
+                {
+                    "name": str(record["identity"]).rsplit("/", 1)[-1],
+                    "nodeCount": int(state.get("nodeCount") or state.get("initialNodeCount") or 0),
+                    "nodeConfigs": [{"reservationAffinities": [affinity] if affinity else []}],
+                }
+            )
+        return {"name": args.get("name"), "location": args.get("location"), "nodePools": pools}
+
+    def answer_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """plan.engine.cloud_invoke's answer, with this project's number, buckets and reservations."""
+        with self._locked() as data:
+            if token in (GET_RESERVATION_BLOCK, GET_RESERVATION_SUB_BLOCK):
+                return self._reservation_answer(data, token, args)
+            if token == GET_CLUSTER:
+                return self._cluster_answer(data, args)
             if token == GET_BUCKET:
                 record = data["resources"].get(self._key(BUCKET, f"b/{args.get('name')}")) or {}
                 return {**dict(record.get("state") or {}), "name": args.get("name"), "project": record.get("project")}

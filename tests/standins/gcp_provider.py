@@ -16,6 +16,9 @@ Google Cloud cannot be reached from here. This stand-in plays both, from upstrea
   ai-zones-visibility feature, or whose VMs and topology disagree with its workload policy or
   `tpu_topology`, is refused with GCP's error; a pool on an unhealthy sub-block is created and its
   VMs stay unprovisioned;
+- **Invoke** of getReservationBlock and getReservationSubBlock answers the project's reservation as the
+  provider would (its field names, no maintenance window), after the Compute API is on, 404 for a block
+  or sub-block it does not hold;
 - **Read** returns what GKE reports (gcp_project.reported plus the placement GKE fills in), so a
   refresh or the preview after `up` meets GKE's answers, not the program's inputs.
 

@@ -22,6 +22,18 @@ would refuse it, instead of being agreed with.
   rows), in `us-west4-a`, a v5e zone (docs.cloud.google.com/tpu/docs/regions-zones): 16 VMs,
   two 4x8 slices of 8 VMs (a 4x8 slice is 32 chips, four to a VM).
 
+What changes under a stack is the project's to model (tests/standins/gcp_project.py): `inUseCount` rises
+when a pool is created on a sub-block and falls when it is deleted, and `Project.set_sub_block` plays what
+Google does meanwhile: a sub-block turns DEGRADED, hosts are taken by hand, or All Capacity maintenance is
+announced for a sub-block (compute/v1 `reservationSubBlockMaintenance`, a GroupMaintenanceInfo whose
+`upcomingGroupMaintenance` has the window; GKE's TPU7x maintenance docs announce it per sub-block, about 90
+days ahead). It answers pulumi-gcp 10.2.0's getReservationBlock and getReservationSubBlock, whose
+maintenance result has counts and no window, as the real provider's does. It cannot show: how long GCP
+takes to report a degraded host, what ongoing maintenance does to running VMs, healthy/degraded host
+counts within a sub-block (only its status), the physical topology hashes, GKE's dated rule for pending
+maintenance before sub-slicing works (the dynamic-slicing guide's 2026-09-18..30 note), or a reservation
+shared with another project.
+
 `declare(project)` puts every one into a stand-in project, under the project's own id (an owner's
 reservation sits in the owner's project).
 """

@@ -60,6 +60,28 @@ def host_address() -> str:
     return address
 
 
+def publish_endpoint(plane: cp.ControlPlane, namespace: str, service: str, *, address: str, port: int, by: str) -> None:
+    """One more EndpointSlice for `service`, managed by the stand-in `by`: this machine's `address` and
+    the stand-in's `port`, unnamed as the Service's port is (the API server matches them by name)."""
+    name = f"{service}-stand-in"
+    plane.apply(
+        f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/{name}",
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"kubernetes.io/service-name": service, "endpointslice.kubernetes.io/managed-by": by},
+            },
+            "addressType": "IPv6" if ":" in address else "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": "", "port": port, "protocol": "TCP"}],
+        },
+        manager=by,
+    )
+
+
 CONFIG_PATH = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{WEBHOOK_CONFIG}"
 
 
@@ -196,27 +218,7 @@ class SliceWebhook(ServingPoller):
         self.ready = True
 
     def _publish_endpoint(self) -> None:
-        name = f"{WEBHOOK_SERVICE}-stand-in"
-        self.plane.apply(
-            f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices/{name}",
-            {
-                "apiVersion": "discovery.k8s.io/v1",
-                "kind": "EndpointSlice",
-                "metadata": {
-                    "name": name,
-                    "namespace": NAMESPACE,
-                    "labels": {
-                        "kubernetes.io/service-name": WEBHOOK_SERVICE,
-                        "endpointslice.kubernetes.io/managed-by": self.name,
-                    },
-                },
-                "addressType": "IPv6" if ":" in self.address else "IPv4",
-                "endpoints": [{"addresses": [self.address], "conditions": {"ready": True}}],
-                # Unnamed, as the Service's port: the API server matches them by name.
-                "ports": [{"name": "", "port": self.port, "protocol": "TCP"}],
-            },
-            manager=self.name,
-        )
+        publish_endpoint(self.plane, NAMESPACE, WEBHOOK_SERVICE, address=self.address, port=self.port, by=self.name)
 
     def _service_reaches_a_replica(self) -> bool:
         """The Service selects a ready pod with a container port equal to its target port."""

@@ -30,6 +30,10 @@ bin="$cache/bin"
 mkdir -p "$bin" "$cache/stamps" "$cache/src" "$cache/share"
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 export GOTOOLCHAIN=local
+# The compiler and linker collect garbage only near 3 GiB of heap: the same binaries (cmp) from
+# about a third less CPU (sigs.k8s.io/jobset from an empty build cache: 221 s user at the default
+# GOGC=100, 153 s with GOGC off). Without the limit one compile of the engine grew to 5.4 GiB.
+export GOGC=off GOMEMLIMIT=3GiB
 
 say() { printf 'controlplane: %s\n' "$*" >&2; }
 module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
