@@ -15,7 +15,7 @@ export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
 
-.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks engine controlplane crds gcpdata policy-venv real-preview
+.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks engine controlplane loadgen crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ engine:
 ## controlplane: build the local control plane's etcd, kube-apiserver, -controller-manager, -scheduler and kwok (cached outside the repo)
 controlplane:
 	$(PHASE) "build controlplane" bash tools/controlplane/build.sh
+
+## loadgen: the serving benchmark's load generator, inference-perf, from PyPI at the image's release, in a venv outside the repo (needs Python 3.12+)
+loadgen:
+	$(PHASE) "build loadgen" bash tools/loadgen/build.sh
 
 ## crds: lay out the upstream CRDs the tests use from each component's Go module (pins and sha256: tools/crds/pins.tsv), outside the repo
 crds:
@@ -108,7 +112,7 @@ lint: $(VENV)/.dev
 	$(PHASE) "lint format" $(VENV)/bin/ruff format --check .
 	$(PHASE) "lint mypy" $(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev engine controlplane crds gcpdata policy/venv/.ready
+unit: $(VENV)/.dev engine controlplane loadgen crds gcpdata policy/venv/.ready
 	$(PHASE) pytest $(PY) -m pytest -n auto --dist loadgroup --durations=25
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time

@@ -17,8 +17,11 @@ from k8s.metrics_adapter import NAMESPACE as ADAPTER_NAMESPACE
 from k8s.metrics_adapter import MetricsAdapter, MetricsAdapterArgs
 from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from settings.model import StackConfig
+from settings.storage_names import BENCHMARK_PREFIX
 from settings.vllm import AutoscalingConfig
-from workloads.model_access import ModelAccess, ModelAccessArgs, workload_principal_output
+from workloads.benchmark_job import SERVICE_ACCOUNT as BENCHMARK_ACCOUNT
+from workloads.benchmark_job import BenchmarkJob, BenchmarkJobArgs
+from workloads.model_access import BenchmarkAccess, ModelAccess, ModelAccessArgs, workload_principal_output
 from workloads.role_autoscaler import AutoscalerPlan
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
 from workloads.smoke_job import SmokeJob, SmokeJobArgs
@@ -85,6 +88,45 @@ def _autoscaler(scaling: AutoscalingConfig | None) -> AutoscalerPlan | None:
         target=scaling.target,
         scale_up_stabilization_seconds=scaling.scale_up_stabilization_seconds,
         scale_down_stabilization_seconds=scaling.scale_down_stabilization_seconds,
+    )
+
+
+def _benchmark(base: Foundation, gateway_address: pulumi.Output[str], after: list[pulumi.Resource]) -> BenchmarkJob:
+    """The benchmark Job and its own identity: read the bucket, write under benchmarks/ only."""
+    config, serving = base.config, base.config.serving
+    assert serving.model.weights_bucket is not None
+    access = BenchmarkAccess(
+        "benchmark-access",
+        ModelAccessArgs(
+            provider=base.provider,
+            project=config.project,
+            bucket=serving.model.weights_bucket,
+            namespace=serving.namespace,
+            service_account=BENCHMARK_ACCOUNT,
+            depends_on=after[0],
+            identity_pool=base.cluster.cluster,
+            write_prefix=BENCHMARK_PREFIX,
+        ),
+    )
+    return BenchmarkJob(
+        "benchmark",
+        BenchmarkJobArgs(
+            provider=base.provider,
+            namespace=serving.namespace,
+            project=config.project,
+            gateway_address=gateway_address,
+            served_model=serving.model.name,
+            bucket=serving.model.weights_bucket,
+            model_path=serving.model.path,
+            image=config.versions.benchmark_image,
+            config=serving.benchmark,
+            # What is measured: the serving stack as the smoke test sees it, and how it is measured.
+            serving_spec=[
+                serving.model_dump(mode="json", exclude={"saxml": True, "jetstream": True, "smoke_test": True}),
+                config.versions.vllm_image,
+            ],
+            depends_on=[*after, *access.members],
+        ),
     )
 
 
@@ -188,8 +230,9 @@ def deploy(base: Foundation) -> Served:
                 depends_on=[base.cluster.cluster, base.cluster.system_pool],
             ),
         )
+    smoke = None
     if serving.smoke_test.enabled:
-        SmokeJob(
+        smoke = SmokeJob(
             "smoke-test",
             SmokeJobArgs(
                 provider=provider,
@@ -215,9 +258,13 @@ def deploy(base: Foundation) -> Served:
                             "decode": {"replicas", "autoscaling"},
                             "saxml": True,
                             "jetstream": True,
+                            # The benchmark is not what the smoke test proves: its own Job re-runs.
+                            "benchmark": True,
                         },
                     ),
-                    versions.model_dump(mode="json", exclude={*CONTROLLER_CHARTS, "metrics_adapter_image"}),
+                    versions.model_dump(
+                        mode="json", exclude={*CONTROLLER_CHARTS, "metrics_adapter_image", "benchmark_image"}
+                    ),
                 ],
                 depends_on=[pd, router, slice_controller],
                 prefill_metrics_url=prefill_metrics_url(serving.namespace),
@@ -225,8 +272,15 @@ def deploy(base: Foundation) -> Served:
             ),
         )
     address: pulumi.Output[str] = gateway.address
+    benchmark_outputs: dict[str, pulumi.Input[str]] = {}
+    if serving.benchmark.enabled:
+        # Validated: the benchmark runs after the smoke test (settings/benchmark.py).
+        assert smoke is not None
+        benchmark = _benchmark(base, gateway.address, after=[smoke])
+        benchmark_outputs["benchmarkResult"] = benchmark.job.metadata.apply(lambda _: benchmark.result)
     return Served(
         outputs={
+            **benchmark_outputs,
             "gatewayIp": address,
             "completionsUrl": address.apply(lambda ip: http_url(ip, "/v1/completions")),
             "chatCompletionsUrl": address.apply(lambda ip: http_url(ip, "/v1/chat/completions")),

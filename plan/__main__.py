@@ -1,11 +1,12 @@
 """Offline plan: what a stack would create, without a Pulumi CLI or cloud credentials.
 
-    python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE] [--force]
+    python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE] [--force] [--benchmark RESULT.json]
     python -m plan diff [--stack dev] --base REV [--head REV] [--json FILE] [--fail-on-pending-high-priority]
                         [--trust-revision] [--force]          (or: diff OLD.json NEW.json)
     python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg] [--force]
     python -m plan stacks
     python -m plan schema [--out FILE] [--reference FILE.md] [--force]
+    python -m plan benchmark compare BEFORE.json AFTER.json
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
@@ -32,14 +33,14 @@ from typing import Any
 import pulumi
 
 from domain import reservation_health
-from plan import document, engine, graph, manifests, outputs, render, reservation, stacks
+from plan import benchmark, document, engine, graph, manifests, outputs, render, reservation, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
-COMMANDS = ("diff", "graph", "stacks", "schema", "reservation")
+COMMANDS = ("diff", "graph", "stacks", "schema", "reservation", "benchmark")
 
 
 FORCE_HELP = (
@@ -156,7 +157,14 @@ def show(argv: list[str]) -> int:
         help="read the reservation from this file of `gcloud compute reservations sub-blocks list ... "
         "--format=json` (default: the stack's reservation.snapshot; without one it is not read)",
     )
+    parser.add_argument(
+        "--benchmark",
+        type=Path,
+        default=None,
+        help="a result.json of the benchmark Job: adds the cost of a million output tokens at each measured rate",
+    )
     args = parser.parse_args(argv)
+    measured = benchmark.read(args.benchmark) if args.benchmark is not None else None
     stack = _stack(args.stack)
     given = Path(args.out) if args.out else engine.ROOT / "build" / "plan" / stack
     out = outputs.folder(given)
@@ -177,6 +185,8 @@ def show(argv: list[str]) -> int:
         outputs.write_text(json_path, document.dumps(document.document(result, config)))
     shown = given.relative_to(engine.ROOT) if given.is_relative_to(engine.ROOT) else given
     sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
+    if measured is not None:
+        sys.stdout.write("\n" + "\n".join(benchmark.cost_lines(config, measured)) + "\n")
     return 0
 
 
@@ -481,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                 "stacks": stacks_command,
                 "schema": schema_command,
                 "reservation": reservation.command,
+                "benchmark": benchmark.command,
             }[argv[0]]
             return command(argv[1:])
         return show(argv)

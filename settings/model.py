@@ -24,6 +24,7 @@ from domain import topology
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, MachineType, Topology
 from settings import (
+    benchmark,
     oci_registry,
     pricing,
     rules_autoscaling,
@@ -40,6 +41,7 @@ from settings import (
     rules_waits,
 )
 from settings.base import OWN_CHARACTERS, ProblemsError, Shape, StrictModel
+from settings.benchmark import BenchmarkConfig
 from settings.names import NameRule
 from settings.naming import Names
 from settings.pricing import PricingConfig
@@ -265,6 +267,9 @@ class Versions(StrictModel):
     pathways_server_image: Image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.5.3"
     pathways_proxy_image: Image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.5.3"
     # Also runs the Saxml publish Job: standard library only.
+    # inference-perf's release image (its publish-on-release workflow tags quay.io/inference-perf/
+    # inference-perf with the release tag); the tests run the same release from PyPI (tools/loadgen).
+    benchmark_image: Image = "quay.io/inference-perf/inference-perf:v0.7.0"
     smoke_test_image: Image = (
         "python:3.12.13-slim@sha256:423ed6ab25b1921a477529254bfeeabf5855151dc2c3141699a1bfc852199fbf"
     )
@@ -443,6 +448,7 @@ class ServingConfig(StrictModel):
     vllm: VllmConfig = Field(default_factory=lambda: VllmConfig.model_validate({}))
     gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig.model_validate({}))
     smoke_test: SmokeTestConfig = Field(default_factory=lambda: SmokeTestConfig.model_validate({}))
+    benchmark: BenchmarkConfig = Field(default_factory=lambda: BenchmarkConfig.model_validate({}))
     slices: int = Field(2, ge=1, le=64)
     slice: SliceConfig = Field(default_factory=lambda: SliceConfig.model_validate({}))
     http: HttpExposure = Field(default_factory=lambda: HttpExposure.model_validate({}))
@@ -573,6 +579,7 @@ class StackConfig(StrictModel):
             rules_observability.check_alerts,
             rules_versions.check_controllers,
             pricing.check_pricing,
+            benchmark.check_benchmark,
         )
         problems: list[str] = []
         for rule in rules:

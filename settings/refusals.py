@@ -25,6 +25,7 @@ from typing import Any
 
 from settings import credentials, loader, model, names, stack_file
 from settings.base import StrictModel
+from settings.benchmark import REFUSED as BENCHMARK
 from settings.model import NetworkConfig, StackConfig
 from settings.pricing import REFUSED as PRICING
 from settings.provider_keys import REFUSED as PROVIDER_KEYS
@@ -189,6 +190,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *WAITS,
     *RESERVATION,
     *PRICING,
+    *BENCHMARK,
 )
 CLASS_COUNT = len(REFUSED_CLASSES)
 NAMES = tuple(c.name for c in REFUSED_CLASSES)

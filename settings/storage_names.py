@@ -25,10 +25,12 @@ BUCKET_ALLOWED = (
 OBJECT_MAX_BYTES = 1024
 # The prefixes of the weights bucket the model servers may write and delete in (workloads/bucket_access.py):
 # vLLM's compilation cache (VLLM_XLA_CACHE_PATH, workloads/vllm_command.py) and the Pathways scratch
-# location (--gcs_scratch_location, workloads/jetstream.py). Nothing the servers must read may live there.
+# location (--gcs_scratch_location, workloads/jetstream.py), and the serving benchmark's results
+# (workloads/benchmark_job.py). Nothing the servers must read may live there.
 XLA_CACHE_PREFIX = "xla_cache/"
 PATHWAYS_SCRATCH_PREFIX = "pathways-scratch/"
-WRITABLE_PREFIXES = (XLA_CACHE_PREFIX, PATHWAYS_SCRATCH_PREFIX)
+BENCHMARK_PREFIX = "benchmarks/"
+WRITABLE_PREFIXES = (XLA_CACHE_PREFIX, PATHWAYS_SCRATCH_PREFIX, BENCHMARK_PREFIX)
 OBJECT_ALLOWED = (
     f"allowed: 1 to {OBJECT_MAX_BYTES} bytes of UTF-8 without control characters (NUL, CR, LF, ...), invisible "
     "format characters (U+200B, U+FEFF), spaces other than U+0020 or compatibility forms NFKC changes (fullwidth "

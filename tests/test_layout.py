@@ -27,7 +27,9 @@ def imported(path: Path) -> set[str]:
 
 # What each program's image brings besides the standard library: the slice check runs on the
 # pinned JAX TPU image (`versions.jaxTpuImage`); the others on plain python:*-slim.
-IMAGE_PACKAGES = {"slice_check.py": {"jax", "numpy"}}
+# The benchmark's runs on the pinned inference-perf image (`versions.benchmarkImage`), which ships
+# google-cloud-storage; `benchmark` is domain/benchmark.py, shipped beside it in its ConfigMap.
+IMAGE_PACKAGES = {"slice_check.py": {"jax", "numpy"}, "benchmark_run.py": {"benchmark", "google"}}
 
 
 @pytest.mark.parametrize("program", POD_PROGRAMS, ids=lambda p: p.name)
@@ -39,10 +41,18 @@ def test_pod_programs_use_only_what_their_image_ships(program: Path) -> None:
 
 def test_the_pod_programs_are_where_their_components_ship_them_from() -> None:
     from k8s.slicing_checks import PROGRAM
+    from workloads.benchmark_job import PROGRAM as BENCHMARK_PROGRAM
     from workloads.saxml import PUBLISH_SCRIPT
     from workloads.smoke_job import SCRIPT
 
-    assert sorted({PROGRAM, PUBLISH_SCRIPT, SCRIPT}) == POD_PROGRAMS
+    assert sorted({PROGRAM, PUBLISH_SCRIPT, SCRIPT, BENCHMARK_PROGRAM}) == POD_PROGRAMS
+
+
+def test_what_the_benchmark_job_ships_beside_its_program_needs_only_the_standard_library() -> None:
+    from workloads.benchmark_job import RESULT_MODULE
+
+    outside = imported(RESULT_MODULE) - set(sys.stdlib_module_names) - {"__future__"}
+    assert outside == set(), f"{RESULT_MODULE.name} imports {sorted(outside)}"
 
 
 # The layers, from pure to wired (docs/architecture.md draws them; CONTRIBUTING.md "Layout rules").

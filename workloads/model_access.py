@@ -60,14 +60,17 @@ class ModelAccessArgs:
     # terraform-google-modules/terraform-google-kubernetes-engine#916), and the cluster also
     # waits for the project's APIs, Cloud Resource Manager's among them.
     identity_pool: pulumi.Resource
+    # The one prefix its identity may write and delete in (workloads/bucket_access.py).
+    write_prefix: str = CACHE_PREFIX
 
 
 class ModelAccess(pulumi.ComponentResource):
+    TYPE = "tpu-slicing:workloads:ModelAccess"
     service_account: core.ServiceAccount
     members: list[gcp.storage.BucketIAMMember]
 
     def __init__(self, name: str, args: ModelAccessArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-slicing:workloads:ModelAccess", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         self.service_account = core.ServiceAccount(
             "model-server-account",
             metadata=meta.ObjectMetaArgs(
@@ -87,6 +90,13 @@ class ModelAccess(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=after_pool),
             )
-            for grant in grants(args.bucket, CACHE_PREFIX)
+            for grant in grants(args.bucket, args.write_prefix)
         ]
         self.register_outputs({"principal": principal})
+
+
+class BenchmarkAccess(ModelAccess):
+    """The serving benchmark's identity (workloads/benchmark_job.py): the same read grants, its writes
+    under benchmarks/ only. Its own type keeps its children's URNs apart from the model servers'."""
+
+    TYPE = "tpu-slicing:workloads:BenchmarkAccess"

@@ -1,0 +1,75 @@
+"""Benchmark results beside the plan: `python -m plan benchmark compare A.json B.json`, and the cost
+of a million output tokens at each measured rate (`python -m plan --benchmark FILE`).
+
+The files are the `result.json` the benchmark Job writes to `gs://<weightsBucket>/benchmarks/<run>/`
+(workloads/benchmark_job.py); domain/benchmark.py reads them, as the Job's own program does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from domain import benchmark
+from plan import cost
+from settings.model import StackConfig
+
+
+def read(path: Path) -> benchmark.Result:
+    """A result file, or SystemExit with its one-line refusal."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SystemExit(f"error: {path}: {err.strerror}") from None
+    try:
+        return benchmark.parse(text, str(path))
+    except benchmark.ResultError as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+def _value(figure: str, value: float) -> str:
+    return f"{value * 1000:.1f} ms" if "." in figure else f"{value:.1f}/s"
+
+
+def compare_lines(before: benchmark.Result, after: benchmark.Result) -> list[str]:
+    rows = benchmark.compare(before, after)
+    if not rows:
+        return [f"no rate measured by both {before.run!r} and {after.run!r}: nothing to compare"]
+    reps = (len(before.stages) // len(before.rates()), len(after.stages) // len(after.rates()))
+    shown = [f"{before.run} -> {after.run} (medians of {reps[0]} and {reps[1]} repetitions per rate)"]
+    for row in rows:
+        ratio = f"x{row.ratio:.2f}" if row.ratio is not None else "x-"
+        spread = "beyond the runs' spread" if row.beyond_spread else "within the runs' spread"
+        shown.append(
+            f"  {row.rate:g} req/s {row.figure:<22} {_value(row.figure, row.before):>12} -> "
+            f"{_value(row.figure, row.after):>12}  {ratio:>7}  {spread}"
+        )
+    return shown
+
+
+def cost_lines(config: StackConfig, result: benchmark.Result) -> list[str]:
+    """What a million output tokens cost at each measured rate: the stack's chips cost the same an hour
+    whatever they serve (domain/cost.py), so the cost falls as throughput rises."""
+    found = cost.costs(config)
+    header = f"Cost per million output tokens (benchmark {result.run!r}):"
+    if found is None or config.pricing is None:
+        return [header, cost.NOT_SET]
+    hourly = found["planned"].reserved * found["planned"].chip_hour
+    shown = [header]
+    for rate in result.rates():
+        throughput = result.median(rate, "outputTokensPerSecond")
+        each = benchmark.cost_per_million_tokens(hourly, throughput)
+        priced = f"{config.pricing.currency} {each:,.2f}" if each is not None else "no tokens produced"
+        shown.append(f"  at {rate:g} req/s: {throughput:.1f} output tokens/s, {priced} per million")
+    return shown
+
+
+def command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plan benchmark", description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    compare = sub.add_parser("compare", help="two benchmark results side by side")
+    compare.add_argument("before", type=Path)
+    compare.add_argument("after", type=Path)
+    args = parser.parse_args(argv)
+    print("\n".join(compare_lines(read(args.before), read(args.after))))
+    return 0

@@ -1,0 +1,124 @@
+"""Reading, comparing and gating benchmark results (domain/benchmark.py), and what a million output
+tokens cost at a measured throughput (plan/benchmark.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from domain import benchmark
+from plan import benchmark as plan_benchmark
+from settings import capacity
+from tests.conftest import config_with
+
+PRICING = {"currency": "USD", "chipHour": {"tpu7x": {"reserved": 2.0}}, "source": "example price"}
+
+
+def _stage(rate: float, ttft: float, tokens_per_second: float, successes: int = 10) -> benchmark.Stage:
+    figures = {"ttft.p50": ttft, "ttft.p90": ttft * 1.5, "tpot.p90": 0.01, "outputTokensPerSecond": tokens_per_second}
+    return benchmark.Stage(rate, rate, successes, 0, figures)
+
+
+def _result(run: str, *stages: benchmark.Stage) -> benchmark.Result:
+    return benchmark.Result(run, "inference-perf", stages)
+
+
+def test_a_result_survives_its_own_file() -> None:
+    result = _result("a", _stage(1, 0.1, 50), _stage(1, 0.12, 52), _stage(4, 0.3, 180))
+    again = benchmark.parse(result.to_json(), "result.json")
+    assert again == result
+    assert again.median(1, "ttft.p50") == pytest.approx(0.11)
+    assert again.spread(1, "ttft.p50") == (0.1, 0.12)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"format": "tpu-slicing/benchmark-result/v1", "run": "a", "stages": [{"rate": 1', "not JSON"),
+        ("{}", "its format is not"),
+        ('{"format": "tpu-slicing/benchmark-result/v1", "run": "a", "loadGenerator": "x", "stages": []}', "no stages"),
+        (
+            '{"format": "tpu-slicing/benchmark-result/v1", "run": "a", "loadGenerator": "x", "stages": [{"rate": 1,'
+            ' "achievedRate": 1, "successes": 1, "failures": 0, "figures": {"ttft.p50": -1}}]}',
+            "is not a non-negative number",
+        ),
+    ],
+)
+def test_a_truncated_or_foreign_file_is_refused_in_one_line(text: str, said: str, tmp_path: Path) -> None:
+    with pytest.raises(benchmark.ResultError) as err:
+        benchmark.parse(text, "r.json")
+    assert said in str(err.value) and "\n" not in str(err.value)
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "plan", "benchmark", "compare", str(path), str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and said in done.stderr
+
+
+def test_reports_in_a_gap_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "stage_1_lifecycle_metrics.json").write_text("{}")
+    with pytest.raises(benchmark.ResultError, match="are not stages 0 to 0"):
+        benchmark.from_reports(tmp_path, "a")
+
+
+def test_a_stage_report_without_its_figures_is_refused(tmp_path: Path) -> None:
+    report = {"load_summary": {"requested_rate": 1, "achieved_rate": 1}, "successes": {"count": 3}, "failures": {}}
+    (tmp_path / "stage_0_lifecycle_metrics.json").write_text(json.dumps(report))
+    with pytest.raises(benchmark.ResultError, match=r"no successes\.latency\.time_to_first_token"):
+        benchmark.from_reports(tmp_path, "a")
+
+
+def test_the_gate_holds_each_rates_median_and_names_the_figure() -> None:
+    result = _result("a", _stage(1, 0.1, 50), _stage(1, 0.5, 50), _stage(1, 0.1, 50), _stage(4, 0.4, 40))
+    gate = benchmark.Gate(ttft_p90_seconds=0.5, min_output_tokens_per_second=45)
+    assert gate.misses(result) == [
+        "ttft.p90 at 4 req/s: 0.6 is above the gate's 0.5",
+        "outputTokensPerSecond at 4 req/s: 40 is below the gate's 45",
+    ]
+    failed = _result("b", _stage(1, 0.1, 50, successes=0))
+    assert gate.misses(failed) == ["at 1 req/s a stage had no successful request"]
+
+
+def test_overlapping_repetitions_are_within_the_spread() -> None:
+    before = _result("a", _stage(1, 0.10, 50), _stage(1, 0.20, 50))
+    after = _result("b", _stage(1, 0.15, 50), _stage(1, 0.25, 50))
+    (row,) = [r for r in benchmark.compare(before, after) if r.figure == "ttft.p50"]
+    assert not row.beyond_spread and row.ratio == pytest.approx(0.2 / 0.15)
+
+
+@given(
+    hourly=st.floats(min_value=0.01, max_value=1e6, allow_nan=False),
+    rate=st.floats(min_value=0.001, max_value=1e7, allow_nan=False),
+)
+def test_a_million_tokens_cost_what_the_hours_they_take_cost(hourly: float, rate: float) -> None:
+    each = benchmark.cost_per_million_tokens(hourly, rate)
+    assert each is not None and each > 0
+    hours = 1_000_000 / rate / 3600
+    assert each == pytest.approx(hourly * hours)
+    faster = benchmark.cost_per_million_tokens(hourly, rate * 2)
+    assert faster is not None and faster == pytest.approx(each / 2)
+
+
+def test_nothing_produced_has_no_price() -> None:
+    assert benchmark.cost_per_million_tokens(10.0, 0.0) is None
+
+
+def test_the_plan_prices_a_million_tokens_at_each_rate() -> None:
+    config = config_with({"pricing": PRICING})
+    chips = capacity.capacity(config).chips  # the stack's reserved chips, busy or idle
+    lines = plan_benchmark.cost_lines(config, _result("a", _stage(1, 0.1, 400), _stage(4, 0.2, 1000)))
+    hourly = chips * 2.0
+    assert lines[1] == f"  at 1 req/s: 400.0 output tokens/s, USD {hourly / (400 * 3600) * 1e6:,.2f} per million"
+    assert lines[2].startswith("  at 4 req/s: 1000.0 output tokens/s")
+    unpriced = plan_benchmark.cost_lines(config_with(), _result("a", _stage(1, 0.1, 400)))
+    assert "pricing is not set" in unpriced[1]
