@@ -97,6 +97,10 @@ test:
 	@# The Go module downloads run beside the builds, not before each (tools/ci/prefetch.sh).
 	@TPU_SLICING_PHASES=$(CURDIR)/build/phases.tsv $(PHASE) "beside: go downloads" \
 		bash tools/ci/prefetch.sh > build/prefetch.log 2>&1 &
+	@# So does the load generator's virtualenv (mostly downloads); `make loadgen` in `unit` then
+	@# waits on its lock and finds it made (tools/loadgen/build.sh).
+	@TPU_SLICING_PHASES=$(CURDIR)/build/phases.tsv $(PHASE) "beside: loadgen" \
+		bash tools/loadgen/build.sh > build/loadgen.log 2>&1 &
 	@# One step at a time: the two Go builds side by side (make -j3) took 51 min cold against 32 min
 	@# one after the other (docs/testing.md, CI phases and timings). The downloads still run beside.
 	@TPU_SLICING_PHASES=$(CURDIR)/build/phases.tsv $(MAKE) --no-print-directory lint unit; \

@@ -97,3 +97,33 @@ def test_every_review_file_passes_a_server_side_dry_run(stack: str, plane: cp.Co
                 continue
             refused.append(f"{path.name}: {err}")
     assert refused == [], "\n".join(refused)
+
+
+def test_the_optional_serving_parts_pass_a_server_side_dry_run(plane: cp.ControlPlane) -> None:
+    """What no committed stack turns on: the benchmark Job (its CSI volume of the FUSE driver, its
+    ConfigMap of three files) and autoscaled roles, as `plan --out` writes them."""
+    from plan import manifests
+    from tests.conftest import dev_raw, merged
+
+    raw, secrets = dev_raw()
+    autoscaling = {"min": 2, "max": 6, "metric": "vllm:num_requests_waiting", "target": 4}
+    overrides = {"serving": {"benchmark": {"enabled": True}, "decode": {"autoscaling": autoscaling}}}
+    result = engine.run(merged(overrides, raw), stack="dev", secret_keys=secrets)
+    objects = [manifests.integral(body) for _, body in manifests.objects(result, masked=True)]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert {("Job", "serving-benchmark"), ("HorizontalPodAutoscaler", "vllm-decode")} <= kinds
+    for name in sorted({o["metadata"]["namespace"] for o in objects if o["metadata"].get("namespace")}):
+        plane.ensure_namespace(name)
+    cache: dict[str, Any] = {}
+    refused = []
+    for obj in objects:
+        if obj["kind"] == "Namespace":
+            continue
+        try:
+            plane.request(
+                "POST", _collection(plane, obj, cache), obj, query={"dryRun": "All", "fieldValidation": "Strict"}
+            )
+        except cp.ApiError as err:
+            if err.status != 409:
+                refused.append(f"{obj['kind']} {obj['metadata']['name']}: {err}")
+    assert refused == [], "\n".join(refused)

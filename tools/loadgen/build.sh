@@ -8,6 +8,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${TPU_SLICING_LOADGEN:-$HOME/.cache/tpu-slicing/loadgen}"
+mkdir -p "$cache"
+# One build at a time: `make test` starts one beside the Go builds and `make unit` asks again.
+exec 9>"$cache/.lock"
+flock 9
 stamp="$cache/venv/.requirements.sha256"
 want="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
 if [ -x "$cache/venv/bin/inference-perf" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -27,7 +31,6 @@ if [ -z "$python" ]; then
   exit 1
 fi
 rm -rf "$cache/venv"
-mkdir -p "$cache"
 "$python" -m venv "$cache/venv"
 "$cache/venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$here/requirements.txt"
 "$cache/venv/bin/python" -m pip check >&2
