@@ -15,7 +15,7 @@ export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
 
-.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks engine controlplane loadgen crds gcpdata policy-venv real-preview
+.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks fleet engine controlplane loadgen crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,10 @@ docs: $(VENV)/.runtime
 ## schema: regenerate docs/stack-file.schema.json (editors validate stack files with it) and docs/configuration-reference.md
 schema: $(VENV)/.runtime
 	$(PY) -m plan schema --out docs/stack-file.schema.json --reference docs/configuration-reference.md
+
+## fleet: every stack at a glance (block, chips reserved and held, high-priority work pending, cost) and the cross-stack checks
+fleet: $(VENV)/.runtime
+	$(PY) -m plan fleet
 
 ## stacks: check reservation claims and names across every Pulumi.<stack>.yaml
 stacks: $(VENV)/.runtime

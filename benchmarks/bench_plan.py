@@ -50,6 +50,21 @@ def run(code: str) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+FLEET = """
+import time, json, warnings
+warnings.filterwarnings("ignore")
+from plan import engine, fleet, stacks
+fleet.report()  # imports and caches warmed, as the plan's own first run
+t0 = time.perf_counter(); fleet.report(); t1 = time.perf_counter()
+names = sorted(stacks.stack_files())
+t2 = time.perf_counter()
+for name in names:
+    engine.run_stack(name)
+t3 = time.perf_counter()
+print(json.dumps({"fleet": t1 - t0, "one_by_one": t3 - t2, "stacks": len(names)}))
+"""
+
+
 def main() -> None:
     bare = run(IMPORTS + "print(json.dumps({'imports': t1 - t0}))")
     full = run(EVALUATE)
@@ -58,6 +73,10 @@ def main() -> None:
     print(f"dev stack, warm evaluation (median/5): {full['warm'] * 1000:8.0f} ms")
     print(f"ratio first evaluation / imports:      {full['first'] / bare['imports']:8.2f}")
     print(f"ratio warm evaluation / imports:       {full['warm'] / bare['imports']:8.2f}")
+    fleet = run(FLEET)
+    print(f"fleet table, {fleet['stacks']:.0f} stacks:                {fleet['fleet'] * 1000:8.0f} ms")
+    print(f"planning them one by one:              {fleet['one_by_one'] * 1000:8.0f} ms")
+    print(f"ratio one by one / fleet table:        {fleet['one_by_one'] / fleet['fleet']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
     python -m plan stacks
     python -m plan schema [--out FILE] [--reference FILE.md] [--force]
     python -m plan benchmark compare BEFORE.json AFTER.json
+    python -m plan fleet [--stack NAME ...]
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
@@ -33,14 +34,14 @@ from typing import Any
 import pulumi
 
 from domain import reservation_health
-from plan import benchmark, document, engine, graph, manifests, outputs, render, reservation, stacks
+from plan import benchmark, document, engine, fleet, graph, manifests, outputs, render, reservation, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
-COMMANDS = ("diff", "graph", "stacks", "schema", "reservation", "benchmark")
+COMMANDS = ("diff", "graph", "stacks", "schema", "reservation", "benchmark", "fleet")
 
 
 FORCE_HELP = (
@@ -492,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                 "schema": schema_command,
                 "reservation": reservation.command,
                 "benchmark": benchmark.command,
+                "fleet": fleet.command,
             }[argv[0]]
             return command(argv[1:])
         return show(argv)

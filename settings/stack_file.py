@@ -21,7 +21,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,10 +289,40 @@ def decode(data: bytes) -> str:
         ) from None
 
 
+def environments(document: Mapping[str, Any]) -> list[str]:
+    """What a stack file's `environment:` brings in: each environment of its list of names (Pulumi
+    ESC docs, "Pulumi IaC integration"), or, for a mapping (an environment written inline), its
+    `imports` and `an inline environment` when it defines values too. Any of them means `pulumi up`
+    sees configuration this file does not hold."""
+    value = document.get("environment")
+    if not value:
+        return []
+    if isinstance(value, Mapping):
+        imports = value.get("imports") or []
+        names = [str(i) for i in (imports if isinstance(imports, list) else [imports])]
+        return names + (["an inline environment"] if set(value) - {"imports"} else [])
+    items = value if isinstance(value, list) else [value]
+    return [str(item) for item in items]
+
+
+def environment_problem(names: Sequence[str]) -> str:
+    shown = ", ".join(names)
+    return (
+        f"imports the ESC environment(s) {shown}, whose pulumiConfig values `pulumi up` gets and the offline plan "
+        "cannot read: a plan without them would not be the stack `pulumi up` deploys; allowed: a stack file whose "
+        "`config:` holds every key the plan needs (no `environment:`), or `pulumi preview`, which opens the "
+        "environment and runs the same checks (docs/deploy.md, ESC environments)"
+    )
+
+
 def read(path: Path, project: str = PROJECT) -> dict[str, Any]:
-    """The `config:` mapping of a stack file, keys namespaced, values as the CLI parses them."""
+    """The `config:` mapping of a stack file, keys namespaced, values as the CLI parses them; a stack
+    file that imports ESC environments is refused, never read as if they were empty."""
     try:
         document = parse(decode(read_bytes(path)))
+        imported = environments(document)
+        if imported:
+            raise StackFileError(environment_problem(imported))
         return config_keys(document.get("config") or {}, project)
     except StackFileError as err:
         raise StackFileError(f"{path.name}: {err}") from None

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from plan import engine
+from plan import engine, stacks
 from settings import stack_file
 from settings.stack_file import StackFileError, config_keys, namespace_problems, parse, read
 
@@ -288,3 +288,34 @@ def test_the_known_namespaces_are_the_project_the_engine_and_the_default_provide
     default = {r.type.split(":")[0] for r in plan.resources if r.custom and not r.provider}
     assert default - {"pulumi", "command"} == {"gcp"}  # pulumi: the explicit providers themselves
     assert set(stack_file.NAMESPACES) == {stack_file.PROJECT, "pulumi", "gcp"}
+
+
+@pytest.mark.parametrize(
+    ("environment", "named"),
+    [
+        ("environment:\n  - tpu/fleet-defaults\n  - tpu/gcp-login\n", "tpu/fleet-defaults, tpu/gcp-login"),
+        ("environment:\n  imports:\n    - tpu/fleet-defaults\n", "tpu/fleet-defaults"),
+        (
+            "environment:\n  values:\n    pulumiConfig:\n      tpu-slicing:zone: us-central1-c\n",
+            "an inline environment",
+        ),
+    ],
+)
+def test_a_stack_file_that_imports_an_environment_is_never_planned_without_it(
+    environment: str, named: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "Pulumi.esc.yaml"
+    path.write_text(environment + "config:\n  tpu-slicing:zone: us-central1-c\n")
+    with pytest.raises(StackFileError) as err:
+        read(path)
+    said = str(err.value)
+    assert said.startswith(f"Pulumi.esc.yaml: imports the ESC environment(s) {named},") and "\n" not in said
+    # `make stacks` (and the fleet) report the file in the same line, with the others checked.
+    configs, problems = stacks.load_stacks(tmp_path)
+    assert configs == {} and [str(p) for p in problems] == [f"esc: {said}"]
+
+
+def test_an_empty_environment_list_imports_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.esc.yaml"
+    path.write_text("environment: []\nconfig:\n  tpu-slicing:zone: us-central1-c\n")
+    assert read(path) == {"tpu-slicing:zone": "us-central1-c"}

@@ -1,0 +1,116 @@
+"""Every stack of the repository at a glance: `python -m plan fleet` (`make fleet`).
+
+One row per stack file, from its validated settings and the same admission model the plan's
+preview uses (domain/admission.py), without running the Pulumi program: block and sub-blocks,
+chips reserved and held at the planned load, the high-priority workloads Kueue would leave
+pending, and, with `pricing`, the monthly and idle cost (plan/cost.py). Then the cross-stack
+claims `make stacks` checks (plan/stacks.py). An invalid stack file is one line, and the others are
+still shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from domain import admission
+from domain.cost import money
+from plan import cost, engine, stacks
+from settings import capacity
+from settings.model import StackConfig
+
+HIGH = "high"  # the highest of the stack's WorkloadPriorityClasses (settings/model.py Priorities)
+
+
+@dataclass(frozen=True)
+class Row:
+    stack: str
+    block: str
+    sub_blocks: str
+    reserved: int
+    held: int
+    pending_high: tuple[str, ...]
+    monthly: str
+    idle: str
+
+
+def pending_high(config: StackConfig) -> tuple[str, ...]:
+    """High-priority workloads Kueue would not admit in full at the planned load."""
+    work = capacity.workloads(config)
+    if not config.serving.dynamic_slicing or not work:
+        return ()
+    priorities = dict(config.kueue.priorities.items())
+    prediction = admission.predict(
+        admission.requests_from_workloads(work, priorities), config.tpu.cubes, config.tpu.generation
+    )
+    found = []
+    for workload in work:
+        running, total = prediction.groups(workload.name)
+        if workload.priority == HIGH and running < total:
+            found.append(workload.name if not running else f"{workload.name} ({running}/{total})")
+    return tuple(found)
+
+
+def row(stack: str, config: StackConfig) -> Row:
+    reservation = config.reservation
+    block = "-" if reservation is None else f"{reservation.name}/{reservation.block or '-'}"
+    subs = ", ".join(reservation.sub_blocks or ()) if reservation is not None else ""
+    priced = cost.costs(config)
+    currency = config.pricing.currency if config.pricing is not None else ""
+    planned = priced["planned"] if priced is not None else None
+    return Row(
+        stack=stack,
+        block=block,
+        sub_blocks=subs or "-",
+        reserved=capacity.capacity(config).chips,
+        held=cost.held_chips(config),
+        pending_high=pending_high(config),
+        monthly=money(planned.monthly, currency) if planned is not None else "not priced",
+        idle=money(planned.idle_monthly, currency) if planned is not None else "not priced",
+    )
+
+
+HEADER = ("stack", "block", "sub-blocks", "chips reserved", "chips held", "high pending", "monthly", "idle")
+
+
+def table(rows: Sequence[Row]) -> list[str]:
+    cells = [HEADER] + [
+        (
+            r.stack,
+            r.block,
+            r.sub_blocks,
+            str(r.reserved),
+            str(r.held),
+            ", ".join(r.pending_high) or "none",
+            r.monthly,
+            r.idle,
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells]
+
+
+def report(root: Path = engine.ROOT, only: Sequence[str] = ()) -> tuple[list[str], bool]:
+    """The fleet table and the cross-stack checks; True when something is wrong."""
+    configs, problems = stacks.load_stacks(root)
+    unknown = sorted(set(only) - set(configs) - {p.stacks[0] for p in problems})
+    if unknown:
+        raise SystemExit(f"error: no stack file for {', '.join(unknown)}; allowed: {', '.join(sorted(configs))}")
+    chosen = {name: config for name, config in configs.items() if not only or name in only}
+    lines = table([row(name, config) for name, config in sorted(chosen.items())])
+    conflicts = stacks.check(configs)
+    lines += [f"INVALID {p.message}" for p in problems if not only or p.stacks[0] in only]
+    lines += [f"CONFLICT {c}" for c in conflicts] or ["no conflicts between the stacks"]
+    return lines, bool(problems or conflicts)
+
+
+def command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plan fleet", description=__doc__)
+    parser.add_argument("--stack", action="append", default=[], help="only this stack (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    lines, wrong = report(only=args.stack)
+    print("\n".join(lines))
+    return 1 if wrong else 0

@@ -1,0 +1,61 @@
+"""The fleet table (plan/fleet.py): every stack at a glance, agreeing with each stack's own plan."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plan import engine, fleet, impact, stacks
+from tests.conftest import config_with
+
+PRICING = {"currency": "USD", "chipHour": {"tpu7x": {"reserved": 2.0}, "v5e": {"onDemand": 1.2}}, "source": "example"}
+
+
+def test_every_committed_stack_has_its_row() -> None:
+    lines, wrong = fleet.report()
+    assert not wrong
+    assert lines[0].split()[:2] == ["stack", "block"]
+    assert [line.split()[0] for line in lines[1:-1]] == sorted(stacks.stack_files())
+    assert lines[-1] == "no conflicts between the stacks"
+
+
+@pytest.mark.parametrize("stack", sorted(stacks.stack_files()))
+def test_a_row_agrees_with_the_stacks_own_plan(stack: str) -> None:
+    """The fleet runs no program; what it says of chips is what the full plan says."""
+    config = config_with(stack=stack)
+    facts = impact.facts(engine.run_stack(stack), config, lambda urn: urn)
+    row = fleet.row(stack, config)
+    assert (row.reserved, row.held) == (facts["usage"]["chips"]["total"], facts["usage"]["chips"]["inUse"])
+    pending = {w["name"] for w in facts["workloads"] if w["priority"] == "high" and w["verdict"] != "admitted"}
+    assert {name.split(" (")[0] for name in row.pending_high} == pending
+
+
+def test_a_priced_stack_shows_its_monthly_and_idle_cost() -> None:
+    row = fleet.row("dev", config_with({"pricing": PRICING}))
+    hours = 730  # domain/cost.py HOURS_PER_MONTH
+    assert row.monthly == f"USD {row.reserved * 2.0 * hours:,.0f}"
+    assert row.idle == f"USD {(row.reserved - row.held) * 2.0 * hours:,.0f}"
+
+
+def test_two_stacks_claiming_one_sub_block_are_a_conflict_and_fail(tmp_path: Path) -> None:
+    for name in ("dev", "dev-b"):
+        shutil.copy(engine.ROOT / f"Pulumi.{name}.yaml", tmp_path / f"Pulumi.{name}.yaml")
+    text = (tmp_path / "Pulumi.dev-b.yaml").read_text()
+    (tmp_path / "Pulumi.dev-b.yaml").write_text(text.replace("sub-block-2", "sub-block-0"))
+    lines, wrong = fleet.report(tmp_path)
+    assert wrong and any(line.startswith("CONFLICT dev and dev-b: both claim sub-block 'sub-block-0'") for line in lines)
+
+
+def test_an_unknown_stack_is_refused_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plan", "fleet", "--stack", "nope"],
+        cwd=engine.ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("error: no stack file for nope; allowed: dev, dev-b")
