@@ -8,6 +8,7 @@
     python -m plan schema [--out FILE] [--reference FILE.md] [--force]
     python -m plan benchmark compare BEFORE.json AFTER.json
     python -m plan fleet [--stack NAME ...]
+    python -m plan drift --stack NAME --preview PREVIEW.json --policy ANALYZE.ndjson [--summary F] [--issue F]
 
 It runs this program under the Pulumi SDK's mock runtime with the stack file's
 configuration. A stack name is one the Pulumi CLI accepts; no command writes onto a file git
@@ -34,14 +35,14 @@ from typing import Any
 import pulumi
 
 from domain import reservation_health
-from plan import benchmark, document, engine, fleet, graph, manifests, outputs, render, reservation, stacks
+from plan import benchmark, document, drift, engine, fleet, graph, manifests, outputs, render, reservation, stacks
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
 from settings.schema import stack_file_schema
 from settings.stack_file import StackFileError, check_stack_name
 
-COMMANDS = ("diff", "graph", "stacks", "schema", "reservation", "benchmark", "fleet")
+COMMANDS = ("diff", "graph", "stacks", "schema", "reservation", "benchmark", "fleet", "drift")
 
 
 FORCE_HELP = (
@@ -494,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reservation": reservation.command,
                 "benchmark": benchmark.command,
                 "fleet": fleet.command,
+                "drift": drift.command,
             }[argv[0]]
             return command(argv[1:])
         return show(argv)

@@ -47,7 +47,9 @@ def test_two_stacks_claiming_one_sub_block_are_a_conflict_and_fail(tmp_path: Pat
     text = (tmp_path / "Pulumi.dev-b.yaml").read_text()
     (tmp_path / "Pulumi.dev-b.yaml").write_text(text.replace("sub-block-2", "sub-block-0"))
     lines, wrong = fleet.report(tmp_path)
-    assert wrong and any(line.startswith("CONFLICT dev and dev-b: both claim sub-block 'sub-block-0'") for line in lines)
+    assert wrong and any(
+        line.startswith("CONFLICT dev and dev-b: both claim sub-block 'sub-block-0'") for line in lines
+    )
 
 
 def test_an_unknown_stack_is_refused_in_one_line() -> None:

@@ -66,7 +66,8 @@ def _step(document: dict[Any, Any], job: str, step_id: str) -> dict[str, Any]:
 
 
 def test_workflows_exist() -> None:
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "preview.yml", "preview-comment.yml", "deploy.yml", "destroy.yml"}
+    names = {"ci.yml", "preview.yml", "preview-comment.yml", "deploy.yml", "destroy.yml", "drift.yml"}
+    assert {p.name for p in WORKFLOWS} == names
 
 
 def test_actionlint_is_clean() -> None:
@@ -148,7 +149,7 @@ def _engine_pulumi_version() -> str:
 def test_every_pulumi_step_pins_the_engine_cli_version() -> None:
     version = _engine_pulumi_version()
     steps = [step for workflow in WORKFLOWS for step in _pulumi_steps(_load(workflow.name))]
-    assert len(steps) == 3, "preview, deploy and destroy each run pulumi/actions once"
+    assert len(steps) == 4, "preview, deploy, destroy and drift each run pulumi/actions once"
     for step in steps:
         assert str(step.get("with", {}).get("pulumi-version")) == version, step
 
@@ -157,9 +158,10 @@ def test_pulumi_commands_create_or_select_their_stack() -> None:
     for name in ("preview.yml", "deploy.yml"):
         for step in _pulumi_steps(_load(name)):
             assert step["with"]["upsert"] is True, name
-    # destroy.yml installs the CLI only and selects the stack without creating it.
-    (install,) = _pulumi_steps(_load("destroy.yml"))
-    assert "command" not in install["with"]
+    # destroy.yml and drift.yml install the CLI only and select the stack without creating it.
+    for name in ("destroy.yml", "drift.yml"):
+        (install,) = _pulumi_steps(_load(name))
+        assert "command" not in install["with"], name
 
 
 def test_policy_venv_is_built_before_a_policy_pack_runs() -> None:
@@ -237,8 +239,8 @@ def _deployable_script(workflow: str) -> str:
     return script
 
 
-def test_preview_and_deploy_agree_on_what_is_deployable() -> None:
-    assert _deployable_script("preview.yml") == _deployable_script("deploy.yml")
+def test_preview_deploy_and_drift_agree_on_what_is_deployable() -> None:
+    assert _deployable_script("preview.yml") == _deployable_script("deploy.yml") == _deployable_script("drift.yml")
 
 
 def test_deployable_stacks_are_those_with_a_real_project(tmp_path: Path) -> None:
