@@ -400,6 +400,41 @@ def diff(argv: list[str]) -> int:
     return 0
 
 
+def fleet_command(argv: list[str]) -> int:
+    """`fleet`: the table (plan/fleet.py); `fleet --diff BASE`: one Markdown report of every stack's
+    plan diff against BASE, each stack's headline first, for one pull-request comment instead of N."""
+    parser = argparse.ArgumentParser(prog="python -m plan fleet", description=fleet.__doc__)
+    parser.add_argument("--stack", action="append", default=[], help="only this stack (repeatable; default: all)")
+    parser.add_argument(
+        "--diff", metavar="BASE", help="the fleet's plan diff against this git revision (its code runs)"
+    )
+    parser.add_argument("--trust-revision", action="store_true", help="as for `diff`")
+    parser.add_argument("--output", help="write the Markdown here instead of stdout")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+    args = parser.parse_args(argv)
+    if args.diff is None:
+        lines, wrong = fleet.report(only=args.stack)
+        print("\n".join(lines))
+        return 1 if wrong else 0
+    base_revision = _revision(args.diff, "--diff")
+    assert base_revision is not None
+    if not args.trust_revision:
+        _trusted(base_revision, "--diff")
+    written = outputs.file(args.output, "--output", force=args.force) if args.output else None
+    reports = []
+    for name in args.stack or sorted(stacks.stack_files()):
+        stack = _stack(name)
+        old = _PlanAt(base_revision, stack, cache=True).document()
+        new = _current_document(stack, existing=_created(old))
+        reports.append((stack, document.diff_report(old, new, f"Stack `{stack}`")))
+    text = fleet.diff_markdown(f"{base_revision} -> working tree", reports)
+    if written is not None:
+        outputs.write_text(written, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def graph_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m plan graph", description="The stack's dependency picture.")
     parser.add_argument("--stack", default="dev")
@@ -494,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                 "schema": schema_command,
                 "reservation": reservation.command,
                 "benchmark": benchmark.command,
-                "fleet": fleet.command,
+                "fleet": fleet_command,
                 "drift": drift.command,
             }[argv[0]]
             return command(argv[1:])

@@ -10,10 +10,10 @@ still shown.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from domain import admission
 from domain.cost import money
@@ -107,10 +107,13 @@ def report(root: Path = engine.ROOT, only: Sequence[str] = ()) -> tuple[list[str
     return lines, bool(problems or conflicts)
 
 
-def command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m plan fleet", description=__doc__)
-    parser.add_argument("--stack", action="append", default=[], help="only this stack (repeatable; default: all)")
-    args = parser.parse_args(argv)
-    lines, wrong = report(only=args.stack)
-    print("\n".join(lines))
-    return 1 if wrong else 0
+def diff_markdown(between: str, reports: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """One comment for the fleet: each stack's headline (the first line of its diff), then each
+    stack's whole diff folded (plan/document.py diff_report)."""
+    sections, details = [f"## Fleet plan diff: {between}", ""], []
+    for stack, diff in reports:
+        body = str(diff["markdown"]).split("\n")[1:]  # below the stack's own title
+        first = next((line for line in body if line.strip()), "No changes.")
+        sections.append(f"- **{stack}**: {first.lstrip('- ')}")
+        details += ["", f"<details><summary>{stack}</summary>", "", str(diff["markdown"]).rstrip(), "", "</details>"]
+    return "\n".join(sections + details) + "\n"

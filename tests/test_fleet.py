@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from plan import engine, fleet, impact, stacks
-from tests.conftest import config_with
+from tests.conftest import config_with, dev_raw, merged
 
 PRICING = {"currency": "USD", "chipHour": {"tpu7x": {"reserved": 2.0}, "v5e": {"onDemand": 1.2}}, "source": "example"}
 
@@ -61,3 +61,41 @@ def test_an_unknown_stack_is_refused_in_one_line() -> None:
         check=False,
     )
     assert done.returncode == 2 and done.stderr.startswith("error: no stack file for nope; allowed: dev, dev-b")
+
+
+def test_the_fleet_diff_puts_each_stacks_headline_first() -> None:
+    from plan import document
+
+    def documented(overrides: dict[str, object]) -> dict[str, object]:
+        config = config_with(overrides)
+        raw, secrets = dev_raw()
+        return document.document(engine.run(merged(overrides, raw), stack="dev", secret_keys=secrets), config)
+
+    before, after = documented({}), documented({"serving": {"decode": {"replicas": 2}}})
+    same = document.diff_report(before, before, "Stack `dev-b`")
+    changed = document.diff_report(before, after, "Stack `dev`")
+    text = fleet.diff_markdown("origin/main -> working tree", [("dev", changed), ("dev-b", same)])
+    lines = text.splitlines()
+    assert lines[0] == "## Fleet plan diff: origin/main -> working tree"
+    headline = changed["markdown"].split("\n")[2]
+    assert lines[2] == f"- **dev**: {headline.lstrip('- ')}" and "TPU" in headline
+    assert lines[3] == "- **dev-b**: No changes."
+    assert "<details><summary>dev</summary>" in text and "<details><summary>dev-b</summary>" in text
+    assert changed["markdown"].rstrip() in text
+
+
+def test_the_fleet_diff_runs_the_base_revisions_code() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plan", "fleet", "--diff", "HEAD", "--stack", "jetstream-v5e"],
+        cwd=engine.ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        "## Fleet plan diff: HEAD -> working tree",
+        "",
+        "- **jetstream-v5e**: No changes.",
+    ]
