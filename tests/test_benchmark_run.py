@@ -15,7 +15,6 @@ Cost: about 80 s on one worker (three runs of one or two 10-second stages, plus 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -28,60 +27,11 @@ from domain import benchmark
 from plan import engine
 from plan.engine import PlanResult
 from tests.conftest import DevRunner, dev_raw, merged
-from tests.standins import gcs_uploads, vllm_openai
+from tests.standins import benchmark_pod, gcs_uploads, vllm_openai
 
-LOADGEN = Path(os.environ.get("TPU_SLICING_LOADGEN", Path.home() / ".cache/tpu-slicing/loadgen")) / "venv"
 BENCHMARK = {"enabled": True, "rates": [4], "repetitions": 2, "stageSeconds": 10, "inputTokens": 64}
 FAST, SLOW = vllm_openai.Speed(0.02, 0.002), vllm_openai.Speed(0.2, 0.02)
 OUTPUT_TOKENS = 32
-
-
-@dataclass(frozen=True)
-class Pod:
-    command: list[str]
-    env: dict[str, str]
-    mounts: dict[str, Path]  # mount path -> local folder
-
-
-def _loadgen_python() -> Path:
-    python = LOADGEN / "bin" / "python"
-    if not (LOADGEN / "bin" / "inference-perf").exists():
-        pytest.skip("inference-perf missing: run `make loadgen`")
-    return python
-
-
-def _pod(plan: PlanResult, workdir: Path, base_url: str) -> Pod:
-    """The Job's container as the kubelet starts it, its volumes as local folders."""
-    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.get("metadata.name") == "serving-benchmark"]
-    spec = job.get("spec.template.spec")
-    (container,) = spec["containers"]
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    mounts = {}
-    for mount in container["volumeMounts"]:
-        folder = workdir / mount["name"]
-        folder.mkdir(parents=True, exist_ok=True)
-        source = volumes[mount["name"]]
-        if "configMap" in source:
-            (config_map,) = [
-                r
-                for r in plan.of_type("kubernetes:core/v1:ConfigMap")
-                if r.get("metadata.name") == source["configMap"]["name"]
-            ]
-            for key, text in config_map.get("data").items():
-                (folder / key).write_text(text)
-        mounts[mount["mountPath"]] = folder
-    env = {}
-    for item in container["env"]:
-        value = str(item["value"])
-        for path, folder in mounts.items():
-            if value == path or value.startswith(path + "/"):
-                value = str(folder) + value[len(path) :]
-        env[item["name"]] = value
-    env["BENCHMARK_BASE_URL"] = base_url  # the gateway's address, here the stand-in's
-    command = [str(mounts.get(c, c)) for c in container["command"]]
-    for path, folder in mounts.items():
-        command = [str(folder) + c[len(path) :] if c.startswith(path + "/") else c for c in command]
-    return Pod(command, env, mounts)
 
 
 @dataclass(frozen=True)
@@ -89,38 +39,29 @@ class Run:
     exit_code: int
     output: str
     objects: Mapping[str, bytes]
-    pod: Pod
 
     def result(self) -> benchmark.Result:
         (name,) = [n for n in self.objects if n.endswith("/result.json")]
         return benchmark.parse(self.objects[name].decode(), name)
 
 
+def _python() -> Path:
+    python = benchmark_pod.loadgen_python()
+    if python is None:
+        pytest.skip("inference-perf missing: run `make loadgen`")
+    return python
+
+
 def run_job(plan: PlanResult, workdir: Path, speed: vllm_openai.Speed, writable: str = "benchmarks/") -> Run:
-    python = _loadgen_python()
-    model = json.loads(
-        next(
-            r for r in plan.of_type("kubernetes:core/v1:ConfigMap") if r.get("metadata.name") == "serving-benchmark"
-        ).get("data")["inference-perf.json"]
-    )["server"]["model_name"]
+    """The program's benchmark Job's container, run as the kubelet would (tests/standins/benchmark_pod.py)."""
+    python = _python()
+    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.get("metadata.name") == "serving-benchmark"]
+    config_maps = {r.get("metadata.name"): r.get("data") for r in plan.of_type("kubernetes:core/v1:ConfigMap")}
+    model = json.loads(config_maps["serving-benchmark"]["inference-perf.json"])["server"]["model_name"]
     with vllm_openai.serving(model, speed) as server, gcs_uploads.storage("example-model-weights", writable) as gcs:
-        pod = _pod(plan, workdir, f"http://127.0.0.1:{server.server_address[1]}")
-        vllm_openai.word_tokenizer(python, pod.mounts["/model"])
-        env = {
-            **pod.env,
-            # The image's PATH has inference-perf; STORAGE_EMULATOR_HOST points its storage client here.
-            "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}",
-            "STORAGE_EMULATOR_HOST": gcs.host,
-        }
-        done = subprocess.run(
-            [str(python) if c == "python3" else c for c in pod.command],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        return Run(done.returncode, done.stdout + done.stderr, dict(gcs.objects), pod)
+        started = benchmark_pod.start(job.get("spec.template.spec"), config_maps, workdir, python)
+        code, log = benchmark_pod.run(started, python, f"http://127.0.0.1:{server.server_address[1]}", gcs.host)
+        return Run(code, log, dict(gcs.objects))
 
 
 @pytest.fixture(scope="module")

@@ -117,6 +117,11 @@ class _Server(http.server.ThreadingHTTPServer):
         self.model, self.speed, self.requests = model, speed, 0
 
 
+def server(model: str, speed: Speed) -> _Server:
+    """A server bound to a free loopback port, not yet serving (`serve_forever` on a thread)."""
+    return _Server(model, speed)
+
+
 @contextlib.contextmanager
 def serving(model: str, speed: Speed) -> Iterator[_Server]:
     """A server on a free loopback port; `server.server_address[1]` is its port."""
