@@ -378,12 +378,14 @@ AUTOSCALED = """    prefill:
       autoscaling: {min: 2, max: 6, metric: "vllm:prompt_tokens_total", target: 4000}
     decode:
       autoscaling: {min: 2, max: 6, metric: "vllm:kv_cache_usage_perc", target: 0.8}
+    benchmark: {enabled: true, runId: preview, gate: {ttftP90Seconds: 2}}
 """
 
 
-def test_an_autoscaled_stack_previews_under_the_real_engine_as_the_plan_does(engine: Engine) -> None:
-    """Both roles autoscaled: the CLI, the real Kubernetes provider and the policy pack accept the
-    HPAs, the metrics adapter's objects and its IAM grant, and register what the offline plan does."""
+def test_an_autoscaled_and_benchmarked_stack_previews_under_the_real_engine_as_the_plan_does(engine: Engine) -> None:
+    """Both roles autoscaled and the benchmark on: the CLI, the real Kubernetes provider and the policy
+    pack accept the HPAs, the metrics adapter's objects and its IAM grant, the benchmark Job and its
+    conditional bucket grant, and register what the offline plan does."""
     ws = _initialised(engine, "dev", "autoscaled")
     path = ws.root / "Pulumi.dev-new.yaml"
     text = path.read_text()
@@ -400,4 +402,6 @@ def test_an_autoscaled_stack_previews_under_the_real_engine_as_the_plan_does(eng
         "kubernetes:autoscaling/v2:HorizontalPodAutoscaler",
         "kubernetes:apiregistration.k8s.io/v1:APIService",
         "tpu-slicing:k8s:MetricsAdapter",
+        "tpu-slicing:workloads:BenchmarkJob",
+        "tpu-slicing:workloads:BenchmarkAccess",
     } <= types
