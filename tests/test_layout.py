@@ -65,6 +65,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("infra", "k8s", "workloads", "observability"),  # components: Google Cloud, cluster, serving, watching
     ("backends",),  # the composition: the platform and one module per serving backend
     ("__main__", "plan"),  # the entry point and the offline plan that runs it
+    ("operate",),  # commands that act on real stacks through the engine (the fleet rollout)
 )
 # Beside the layers: the policy pack reads the same pins as the settings and only the plan runs it
 # offline; the pod programs run alone from a ConfigMap (their own test above); tests and benchmarks

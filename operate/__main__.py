@@ -1,0 +1,47 @@
+"""`python -m operate rollout`: preview every stack, then apply them in waves, canary first
+(operate/rollout.py). Needs the Pulumi CLI and each stack's backend and credentials, as `pulumi up`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from operate import rollout
+from plan import stacks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m operate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    roll = sub.add_parser("rollout", help="preview all, then up in waves, canary first")
+    roll.add_argument("--stack", action="append", default=[], help="only this stack (repeatable; default: all)")
+    roll.add_argument("--canary", help="applied first and alone (default: the first stack by name)")
+    roll.add_argument("--parallel", type=int, default=2, help="stacks previewed or applied at once (default 2)")
+    roll.add_argument("--keep-going", action="store_true", help="after a failed wave, go on with the next")
+    args = parser.parse_args(argv)
+    known = sorted(stacks.stack_files())
+    chosen = args.stack or known
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        print(f"error: no stack file for {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
+        return 2
+    try:
+        outcomes = rollout.rollout(
+            rollout.AutomationRunner(ROOT),
+            chosen,
+            canary=args.canary,
+            parallel=args.parallel,
+            keep_going=args.keep_going,
+        )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(rollout.table(outcomes)))
+    return 0 if all(o.result == "succeeded" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Roll a change out to many stacks: preview them all, then `pulumi up` in waves, canary first.
+
+Pulumi's Automation API (`pulumi.automation`, the SDK the program pins) drives the same CLI a person
+runs, one local-program workspace per stack of this repository (create-or-select, as deploy.yml's
+`upsert`): no shell loop around the CLI, and each stack's result as data.
+
+The rules:
+1. Every selected stack is previewed, at most `parallel` at once, with the policy pack. If one
+   preview fails, nothing is applied.
+2. The canary (`--canary`, or the first stack by name) is applied alone. `pulumi up` ends only when
+   its smoke test has been served through the gateway (the smoke Job), so a canary whose `up`
+   succeeds has served a request; if it fails, no other stack is touched.
+3. The rest follow in waves of at most `parallel` stacks; after a wave with a failure the next
+   waves are skipped, unless `keep_going`.
+Each step's outcome (operation, resource changes, seconds, result) goes into the summary table. An
+interrupted rollout (Ctrl-C reaches the CLIs in the foreground process group, which cancel as a
+person's Ctrl-C does) leaves each stack in a state the README's Troubleshooting recovers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+POLICY_PACK = "policy"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    stack: str
+    operation: str  # "preview" or "up"
+    result: str  # "succeeded", "failed" or "skipped"
+    changes: Mapping[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    message: str = ""
+
+
+class Runner(Protocol):
+    def preview(self, stack: str) -> Mapping[str, int]: ...
+
+    def up(self, stack: str) -> Mapping[str, int]: ...
+
+
+def waves(stacks: Sequence[str], canary: str | None, parallel: int) -> list[list[str]]:
+    """The canary alone, then the others by name, at most `parallel` at a time."""
+    if parallel < 1:
+        raise ValueError(f"parallel {parallel}: allowed: at least 1")
+    if not stacks:
+        return []
+    chosen = canary if canary is not None else sorted(stacks)[0]
+    if chosen not in stacks:
+        raise ValueError(f"canary {chosen!r} is not one of the stacks ({', '.join(sorted(stacks))})")
+    rest = sorted(s for s in stacks if s != chosen)
+    return [[chosen], *(rest[i : i + parallel] for i in range(0, len(rest), parallel))]
+
+
+Step = Callable[[str], Mapping[str, int]]
+
+
+def _timed(operation: str, stack: str, step: Step) -> Outcome:
+    started = time.monotonic()
+    try:
+        changes = step(stack)
+    except Exception as err:  # one stack's failure is its outcome, not the rollout's end
+        message = " ".join(str(err).split())
+        return Outcome(stack, operation, "failed", {}, time.monotonic() - started, message[-300:])
+    return Outcome(stack, operation, "succeeded", dict(changes), time.monotonic() - started)
+
+
+def _each(
+    operation: str, stacks: Sequence[str], step: Callable[[str], Mapping[str, int]], parallel: int
+) -> list[Outcome]:
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(stacks)))) as pool:
+        return list(pool.map(lambda stack: _timed(operation, stack, step), stacks))
+
+
+def preview_all(runner: Runner, stacks: Sequence[str], parallel: int = 2) -> list[Outcome]:
+    """Rule 1: every stack previewed, at most `parallel` at once."""
+    return _each("preview", sorted(stacks), runner.preview, parallel)
+
+
+def rollout(
+    runner: Runner, stacks: Sequence[str], *, canary: str | None = None, parallel: int = 2, keep_going: bool = False
+) -> list[Outcome]:
+    planned = waves(stacks, canary, parallel)
+    outcomes = preview_all(runner, stacks, parallel)
+    failed = [o.stack for o in outcomes if o.result == "failed"]
+    if failed:
+        reason = f"not applied: the preview of {', '.join(failed)} failed"
+        return outcomes + [Outcome(s, "up", "skipped", message=reason) for wave in planned for s in wave]
+    for index, wave in enumerate(planned):
+        done = _each("up", wave, runner.up, parallel)
+        outcomes += done
+        broken = [o.stack for o in done if o.result == "failed"]
+        if broken and (index == 0 or not keep_going):
+            what = f"the canary {broken[0]}" if index == 0 else ", ".join(broken)
+            reason = f"not applied: {what} failed"
+            outcomes += [Outcome(s, "up", "skipped", message=reason) for later in planned[index + 1 :] for s in later]
+            break
+    return outcomes
+
+
+def table(outcomes: Sequence[Outcome]) -> list[str]:
+    header = ("stack", "operation", "result", "changes", "seconds", "message")
+    rows = [header] + [
+        (
+            o.stack,
+            o.operation,
+            o.result,
+            ", ".join(f"{k} {v}" for k, v in sorted(o.changes.items())) or "-",
+            f"{o.seconds:.0f}",
+            o.message or "-",
+        )
+        for o in outcomes
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+class AutomationRunner:
+    """Each stack a local-program workspace of this repository (its Pulumi.<stack>.yaml), driven through
+    the Automation API with the policy pack, as deploy.yml drives the CLI."""
+
+    def __init__(self, work_dir: Path, env: Mapping[str, str] | None = None, cli_root: Path | None = None) -> None:
+        # cli_root: the folder whose bin/pulumi to run (default: the `pulumi` on PATH).
+        self.work_dir, self.env, self.cli_root = work_dir, dict(env or {}), cli_root
+
+    def _stack(self, name: str):  # type: ignore[no-untyped-def]
+        from pulumi import automation
+
+        command = automation.PulumiCommand(root=str(self.cli_root)) if self.cli_root is not None else None
+        options = automation.LocalWorkspaceOptions(env_vars=self.env, pulumi_command=command)
+        return automation.create_or_select_stack(stack_name=name, work_dir=str(self.work_dir), opts=options)
+
+    def preview(self, stack: str) -> Mapping[str, int]:
+        result = self._stack(stack).preview(policy_packs=[POLICY_PACK])
+        return {str(getattr(op, "value", op)): count for op, count in result.change_summary.items()}
+
+    def up(self, stack: str) -> Mapping[str, int]:
+        result = self._stack(stack).up(policy_packs=[POLICY_PACK])
+        if result.summary.result != "succeeded":
+            raise RuntimeError(f"pulumi up {result.summary.result}: {result.stderr[-300:]}")
+        return dict(result.summary.resource_changes or {})

@@ -1,0 +1,139 @@
+"""The fleet rollout's rules (operate/rollout.py), with a runner that records what it was asked."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operate import rollout
+from tests.engine import Engine, EngineMissingError, readme_stack
+from tests.test_real_engine import PROJECT_ID, TOKEN
+
+STACKS = ["dev", "dev-b", "jetstream-v5e", "saxml-v5e"]
+
+
+class Recorder:
+    def __init__(self, failing: set[tuple[str, str]] = frozenset()) -> None:  # type: ignore[assignment]
+        self.failing = failing
+        self.calls: list[tuple[str, str]] = []
+        self.running = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def _step(self, operation: str, stack: str) -> Mapping[str, int]:
+        with self._lock:
+            self.calls.append((operation, stack))
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.01)  # the step's own duration, so overlapping steps overlap
+            if (operation, stack) in self.failing:
+                raise RuntimeError(f"pulumi {operation} failed: smoke test Job failed for {stack}")
+            return {"same": 3} if operation == "preview" else {"update": 1}
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def preview(self, stack: str) -> Mapping[str, int]:
+        return self._step("preview", stack)
+
+    def up(self, stack: str) -> Mapping[str, int]:
+        return self._step("up", stack)
+
+
+def test_all_preview_then_the_canary_alone_then_waves() -> None:
+    runner = Recorder()
+    outcomes = rollout.rollout(runner, STACKS, canary="dev-b", parallel=2)
+    ups = [s for op, s in runner.calls if op == "up"]
+    assert ups[0] == "dev-b" and sorted(ups[1:]) == ["dev", "jetstream-v5e", "saxml-v5e"]
+    assert all(op == "preview" for op, _ in runner.calls[:4])
+    assert [o.result for o in outcomes] == ["succeeded"] * 8 and runner.most <= 2
+
+
+def test_a_failed_canary_stops_every_other_stack() -> None:
+    runner = Recorder({("up", "dev")})
+    outcomes = rollout.rollout(runner, STACKS, parallel=3, keep_going=True)
+    assert [s for op, s in runner.calls if op == "up"] == ["dev"]
+    skipped = [o for o in outcomes if o.result == "skipped"]
+    assert {o.stack for o in skipped} == {"dev-b", "jetstream-v5e", "saxml-v5e"}
+    assert all(o.message == "not applied: the canary dev failed" for o in skipped)
+    failed = next(o for o in outcomes if o.result == "failed")
+    assert "smoke test Job failed for dev" in failed.message
+
+
+def test_a_failed_wave_stops_the_next_unless_told_to_keep_going() -> None:
+    runner = Recorder({("up", "dev-b")})
+    stopped = rollout.rollout(runner, STACKS, parallel=1)
+    assert [o.stack for o in stopped if o.result == "skipped"] == ["jetstream-v5e", "saxml-v5e"]
+    kept = rollout.rollout(Recorder({("up", "dev-b")}), STACKS, parallel=1, keep_going=True)
+    assert [o.stack for o in kept if o.operation == "up" and o.result == "succeeded"] == [
+        "dev",
+        "jetstream-v5e",
+        "saxml-v5e",
+    ]
+
+
+def test_a_failed_preview_applies_nothing() -> None:
+    runner = Recorder({("preview", "saxml-v5e")})
+    outcomes = rollout.rollout(runner, STACKS)
+    assert not [c for c in runner.calls if c[0] == "up"]
+    assert {o.message for o in outcomes if o.result == "skipped"} == {"not applied: the preview of saxml-v5e failed"}
+
+
+@given(st.lists(st.sampled_from(STACKS), min_size=1, unique=True), st.integers(1, 4), st.data())
+def test_waves_hold_each_stack_once_canary_first_and_bounded(
+    stacks: list[str], parallel: int, data: st.DataObject
+) -> None:
+    canary = data.draw(st.sampled_from(stacks))
+    found = rollout.waves(stacks, canary, parallel)
+    assert found[0] == [canary]
+    assert sorted(s for wave in found for s in wave) == sorted(stacks)
+    assert all(1 <= len(wave) <= parallel for wave in found)
+
+
+def test_an_unknown_canary_or_no_parallelism_is_refused() -> None:
+    with pytest.raises(ValueError, match="canary 'prod' is not one of the stacks"):
+        rollout.waves(STACKS, "prod", 2)
+    with pytest.raises(ValueError, match="allowed: at least 1"):
+        rollout.waves(STACKS, None, 0)
+
+
+def test_the_summary_table_has_a_row_per_step() -> None:
+    lines = rollout.table(rollout.rollout(Recorder(), ["dev", "dev-b"], parallel=2))
+    assert lines[0].split() == ["stack", "operation", "result", "changes", "seconds", "message"]
+    assert len(lines) == 5 and "update 1" in lines[3]
+
+
+def test_the_automation_api_previews_two_stacks_at_once_with_the_real_engine(tmp_path: Path) -> None:
+    """dev and dev-b (one block, disjoint sub-blocks), each a new stack made with the README's
+    commands, previewed concurrently through pulumi.automation by the real CLI with the policy pack,
+    against the GCP stand-in. Cost: about 40 s on one worker."""
+    try:
+        engine = Engine.create(tmp_path / "engine")
+    except EngineMissingError as err:
+        pytest.skip(str(err))
+    workspaces = {
+        stack: readme_stack(engine, stack, "rollout", project=PROJECT_ID, token=TOKEN) for stack in ("dev", "dev-b")
+    }
+    runners = {
+        stack: rollout.AutomationRunner(ws.root, {**engine.env, **ws.env}, cli_root=engine.base)
+        for stack, ws in workspaces.items()
+    }
+
+    class PerStack:
+        def preview(self, stack: str) -> Mapping[str, int]:
+            return runners[stack.removesuffix("-new")].preview(stack)
+
+        def up(self, stack: str) -> Mapping[str, int]:
+            raise AssertionError("no up in a preview")
+
+    outcomes = rollout.preview_all(PerStack(), ["dev-new", "dev-b-new"], parallel=2)
+    assert [(o.stack, o.result) for o in outcomes] == [("dev-b-new", "succeeded"), ("dev-new", "succeeded")], outcomes
+    for outcome in outcomes:
+        assert set(outcome.changes) == {"create"} and outcome.changes["create"] > 50, outcome
