@@ -1,6 +1,7 @@
 """Offline plan: what a stack would create, without a Pulumi CLI or cloud credentials.
 
     python -m plan [--stack dev] [--preview] [--out DIR] [--json FILE] [--force] [--benchmark RESULT.json]
+                   [--unhealthy-cube N]
     python -m plan diff [--stack dev] --base REV [--head REV] [--json FILE] [--fail-on-pending-high-priority]
                         [--trust-revision] [--force]          (or: diff OLD.json NEW.json)
     python -m plan graph [--stack dev] [--mermaid FILE] [--dot FILE] [--image FILE.svg] [--force]
@@ -35,7 +36,20 @@ from typing import Any
 import pulumi
 
 from domain import reservation_health
-from plan import benchmark, document, drift, engine, fleet, graph, manifests, outputs, render, reservation, stacks
+from plan import (
+    benchmark,
+    document,
+    drift,
+    engine,
+    fleet,
+    graph,
+    manifests,
+    outputs,
+    render,
+    reservation,
+    stacks,
+    unhealthy,
+)
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
@@ -160,6 +174,13 @@ def show(argv: list[str]) -> int:
         "--format=json` (default: the stack's reservation.snapshot; without one it is not read)",
     )
     parser.add_argument(
+        "--unhealthy-cube",
+        type=int,
+        default=None,
+        metavar="N",
+        help="add the admission preview with cube N's hosts unhealthy (cordoned, tainted or NotReady)",
+    )
+    parser.add_argument(
         "--benchmark",
         type=Path,
         default=None,
@@ -174,6 +195,8 @@ def show(argv: list[str]) -> int:
         raise SystemExit(f"error: build/plan/{stack} leads to {out}; allowed: the plan's own folder under build/plan")
     json_path = outputs.file(args.json, "--json", force=args.force) if args.json else None
     raw, secret_keys, config = _load(stack)
+    if args.unhealthy_cube is not None and (refused := unhealthy.problem(config, args.unhealthy_cube)):
+        raise SystemExit(f"error: {refused}")
     result = engine.run(
         raw, stack=stack, secret_keys=secret_keys, preview=args.preview, snapshot=args.reservation_snapshot
     )
@@ -187,6 +210,8 @@ def show(argv: list[str]) -> int:
         outputs.write_text(json_path, document.dumps(document.document(result, config)))
     shown = given.relative_to(engine.ROOT) if given.is_relative_to(engine.ROOT) else given
     sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
+    if args.unhealthy_cube is not None:
+        sys.stdout.write("\n" + "\n".join(unhealthy.lines(config, args.unhealthy_cube)) + "\n")
     if measured is not None:
         sys.stdout.write("\n" + "\n".join(benchmark.cost_lines(config, measured)) + "\n")
     return 0

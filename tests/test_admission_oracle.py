@@ -873,14 +873,14 @@ def _untied(config: StackConfig, rng: random.Random, first: int) -> tuple[int, S
         seed, skipped = rng.getrandbits(32), skipped + 1
 
 
-def _predict(config: StackConfig, scenario: Scenario) -> admission.Prediction:
+def _predict(config: StackConfig, scenario: Scenario, cubes: int = CUBES) -> admission.Prediction:
     priorities = dict(config.kueue.priorities.items())
     order = {name: i for i, (name, *_) in enumerate(scenario.workloads)}  # an LWS's groups arrive together
     requests = [
         admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order[lws or name], lws)
         for name, level, shape, slices, lws in scenario.requests()
     ]
-    return admission.predict(requests, CUBES, config.tpu.generation)
+    return admission.predict(requests, cubes, config.tpu.generation)
 
 
 def _stack_config() -> StackConfig:
@@ -928,6 +928,59 @@ def test_an_lws_verdict_does_not_depend_on_which_group_is_which() -> None:
     assert verdict == kueue_verdicts(scenario, preempted_one_runs) == {"w1": "admitted pending pending (2 preempted)"}
     twice = {**never_preempted_runs, "w1/1": Observed("pending", True, 2, (), ())}
     assert kueue_verdicts(scenario, twice) != verdict
+
+
+def _cordon(env: Env, cube: int, unschedulable: bool) -> None:
+    for node, at in env.node_cube.items():
+        if at == cube:
+            env.plane.request(
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                {"spec": {"unschedulable": unschedulable}},
+                content_type="application/merge-patch+json",
+            )
+
+
+def _kueue_offers(env: Env, every_cube: bool) -> None:
+    """Wait until Kueue's topology cache has (every_cube) or lacks a cube: a probe that needs all of them
+    is admitted, or is judged and left waiting. Kueue learns of a cordon from its node informer
+    (pkg/cache/scheduler/tas_nodes_cache.go `sync`); no status shows it, so a probe asks."""
+    namespace, probe = env.namespace, "probe-every-cube"
+
+    def answered() -> bool:
+        _clean(env)
+        body = jobset(env, probe, "-", f"4x4x{4 * CUBES}", 1)
+        env.plane.request("POST", f"{JOBSETS}/namespaces/{namespace}/jobsets", body)
+        _settle(env, [probe])
+        admitted = _condition(_workloads(env)[probe], "Admitted") == "True"
+        return admitted == every_cube
+
+    env.plane.wait_for(f"Kueue to offer {'every cube' if every_cube else 'one cube fewer'}", answered, 180, 0.5)
+    _clean(env)
+
+
+def test_kueue_agrees_with_the_preview_when_a_cube_is_unhealthy(env: Env) -> None:
+    """`plan --unhealthy-cube N` (plan/unhealthy.py) previews on one cube fewer; here the last cube's
+    nodes are cordoned and the reference story arrives: real Kueue's verdicts are the preview's."""
+    scenario = SCENARIOS[0]
+    cube = CUBES - 1
+    prediction = _predict(env.config, scenario, CUBES - 1)
+    assert not tied_preemptions(prediction)
+    full = model_verdicts(scenario, run_model(env, scenario))
+    _cordon(env, cube, True)
+    try:
+        _kueue_offers(env, every_cube=False)
+        observed = run_in_kueue(env, scenario)
+    finally:
+        _cordon(env, cube, False)
+        _kueue_offers(env, every_cube=True)
+    kueue = kueue_verdicts(scenario, observed)
+    model = model_verdicts(scenario, prediction)
+    where = {name: o.cubes for name, o in observed.items() if o.cubes}
+    print(f"\ncube {cube} unhealthy: model {model}\n  kueue {kueue} cubes {where}\n  all cubes {full}", file=sys.stderr)
+    assert cube not in {c for cubes in where.values() for c in cubes}
+    assert kueue == model
+    assert model != full, "the story must change with a cube fewer, or this judges nothing"
 
 
 @pytest.mark.parametrize("index", range(len(REGRESSION_SEEDS) + RANDOM_SCENARIOS))
