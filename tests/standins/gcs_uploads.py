@@ -24,25 +24,15 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from typing import Any
+
+from tests.standins.poller import JsonHandler
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
         parts = url.path.split("/")
@@ -52,7 +42,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             or parts[6:] != ["o"]
             or query.get("uploadType") != ["multipart"]
         ):
-            self._json(400, {"error": {"code": 400, "message": f"not a multipart upload: {self.path}"}})
+            self.send_json(400, {"error": {"code": 400, "message": f"not a multipart upload: {self.path}"}})
             return
         bucket = urllib.parse.unquote(parts[5])
         message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
@@ -63,11 +53,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         name = metadata.get("name") or (query.get("name") or [""])[0]
         if bucket != self.server.bucket or not name.startswith(self.server.writable_prefix):
             message_text = f"caller does not have storage.objects.create access to the object {name}"
-            self._json(403, {"error": {"code": 403, "message": message_text, "errors": [{"reason": "forbidden"}]}})
+            self.send_json(403, {"error": {"code": 403, "message": message_text, "errors": [{"reason": "forbidden"}]}})
             return
         data = bytes(media_part.get_payload(decode=True))
         self.server.objects[name] = data
-        self._json(
+        self.send_json(
             200,
             {"kind": "storage#object", "bucket": bucket, "name": name, "size": str(len(data)), "generation": "1"},
         )

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.standins.poller import JsonHandler
+
 TOKEN = "tok"
 
 
@@ -43,37 +45,26 @@ class Speed:
     token_seconds: float
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802
         if self.path == "/v1/models":
             model = {"id": self.server.model, "object": "model", "created": 0, "owned_by": "vllm"}
-            self._json(200, {"object": "list", "data": [model]})
+            self.send_json(200, {"object": "list", "data": [model]})
         else:
-            self._json(404, {"detail": "Not Found"})
+            self.send_json(404, {"detail": "Not Found"})
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         if self.path != "/v1/completions":
-            self._json(404, {"detail": "Not Found"})
+            self.send_json(404, {"detail": "Not Found"})
             return
         if body.get("model") != self.server.model:
             message = f"The model `{body.get('model')}` does not exist."
-            self._json(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
+            self.send_json(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
             return
         self.server.requests += 1
         prompt_tokens = len(str(body.get("prompt", "")).split())
@@ -85,7 +76,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(speed.first_token_seconds + speed.token_seconds * (tokens - 1))  # the modelled compute
             text = " ".join([TOKEN] * tokens)
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
-            self._json(200, {**head, "object": "text_completion", "choices": [choice], "usage": usage})
+            self.send_json(200, {**head, "object": "text_completion", "choices": [choice], "usage": usage})
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
