@@ -1,8 +1,9 @@
 """Stand-in for vLLM's OpenAI-compatible completions API, on loopback, for the benchmark's load generator.
 
-What it answers, each as the pinned vLLM answers it (vllm v0.11 vllm/entrypoints/openai/api_server.py
-routes; protocol.py CompletionStreamResponse, CompletionResponse, UsageInfo; serving_completion.py
-completion_stream_generator):
+What it answers, in the shape of vLLM's OpenAI server (vllm/entrypoints/openai/protocol.py
+CompletionStreamResponse, CompletionResponse, UsageInfo; serving_completion.py
+completion_stream_generator; not re-read at the pinned v0.26.0), and what the pinned inference-perf
+v0.7.0 reads of it (inference_perf/apis/completion.py, streaming_parser.py):
 
 - `GET /v1/models`: `{"object": "list", "data": [{"id": <served name>, "object": "model", ...}]}`.
 - `POST /v1/completions`: with `"stream": true`, one server-sent event per generated token
