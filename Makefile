@@ -121,7 +121,7 @@ lint: $(VENV)/.dev
 	$(PHASE) "lint mypy" $(VENV)/bin/mypy .
 
 unit: $(VENV)/.dev engine controlplane loadgen crds gcpdata policy/venv/.ready
-	$(PHASE) pytest $(PY) -m pytest -n auto --dist loadgroup --durations=25
+	$(PHASE) pytest $(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder --durations=25
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
 bench: $(VENV)/.dev engine controlplane crds policy/venv/.ready

@@ -16,7 +16,7 @@ from settings.model import StackConfig
 
 DevRunner = Callable[..., engine.PlanResult]
 
-pytest_plugins = ["tests.suite_timing"]
+pytest_plugins = ["tests.suite_timing", "tests.suite_order"]
 
 # The harness modules that run what `make engine` and `make controlplane` build (the CLI, the
 # provider, Helm, the chart registry, the control plane and the controllers). A test module that
@@ -41,12 +41,16 @@ def _uses_go_built(module: object) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Imported here: imported with this module, the plugin would be loaded before pytest could
+    # rewrite its asserts (PytestAssertRewriteWarning).
+    from tests.suite_order import PLANE_GROUPS
+
     verdicts: dict[object, bool] = {}
     for item in items:
         module = getattr(item, "module", None)
         if module not in verdicts:
             verdicts[module] = module is not None and _uses_go_built(module)
-        grouped = any(mark.args[:1] == ("control-plane",) for mark in item.iter_markers("xdist_group"))
+        grouped = any(mark.args[:1] and mark.args[0] in PLANE_GROUPS for mark in item.iter_markers("xdist_group"))
         if verdicts[module] or grouped:
             item.add_marker(pytest.mark.go_built)
 

@@ -51,12 +51,16 @@ import yaml
 from domain import topology
 from settings.loader import load
 from settings.model import StackConfig
+from tests import suite_order
 
 CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
-# Every test module that starts a plane carries this xdist group, so one test worker runs them
-# all, one plane at a time (`--dist loadgroup` in the Makefile's test command): two planes with
-# their controllers on 2 CPUs starve each other, and a controller's informers then time out.
-XDIST_GROUP = "control-plane"
+# Every test module that starts a plane carries one of these xdist groups, so one test worker runs
+# each group, one plane at a time (`--dist loadgroup` in the Makefile's test command): two planes
+# with their controllers beside the rest of the suite on 2 CPUs starve each other, and a
+# controller's informers then time out. The late group starts only once the tests without a plane
+# are done, beside the first group's tail (tests/suite_order.py).
+XDIST_GROUP = suite_order.PLANE_GROUP
+LATE_XDIST_GROUP = suite_order.LATE_PLANE_GROUP
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # Only nodes with this annotation are kwok's (`--manage-nodes-with-annotation-selector`); the value
 # is the one kwok's own docs and kwokctl use.

@@ -1,8 +1,9 @@
 """Where the suite's time goes: summed test durations per xdist group and per test module.
 
 Registered by tests/conftest.py. `make test` runs pytest with `--dist loadgroup`: every module that
-starts a control plane is in one group (tests/control_plane.py XDIST_GROUP) on one worker, so that
-group's sum is the suite's serial path, while the other worker takes everything else. The terminal
+starts a control plane is in one of two groups, each on one worker (tests/suite_order.py): one
+worker runs the first plane group, the other everything without a plane and then the late plane
+group, so the suite's wall time is the larger of those two sums. The terminal
 summary lists the groups and the slowest modules; when $TPU_SLICING_PHASES names a file (`make
 test`, tools/ci/phase.sh), the group sums are appended to it for the closing phase table. Durations
 are pytest's own (setup + call + teardown, from time.perf_counter), for reading, never asserted on.

@@ -61,7 +61,8 @@ from tests.test_admission_oracle import (
 )
 from tests.test_admission_oracle import _stack_raw as stack_raw
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+# The late plane: it starts once the tests without a plane are done (tests/suite_order.py).
+pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)
 
 PREFILL_GROUPS = 4
 DECODE_MIN, DECODE_MAX = 2, 24

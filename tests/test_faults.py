@@ -53,7 +53,8 @@ from tests.standins import gke_addons, slice_webhook, smoke_pod
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, _key, _kubernetes_resources, plane_env
 from workloads.smoke_job import JETSTREAM_API, JOB_NAME, OPENAI_API
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+# The late plane: it starts once the tests without a plane are done (tests/suite_order.py).
+pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)
 # The project name in the file backend's layout (.pulumi/stacks/<project>/<stack>.json).
 PROJECT_NAME = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
 FAULT_TIMEOUT = 600.0  # the most any one faulted or recovering run may take before the test kills it
