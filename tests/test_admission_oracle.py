@@ -339,9 +339,9 @@ def _stack_raw(stack: str = STACK, cubes: int | None = CUBES) -> tuple[dict[str,
     if cubes is None:
         return raw, list(secret_keys)
     tpu = json.loads(raw["tpu-slicing:tpu"])
-    raw["tpu-slicing:tpu"] = json.dumps(tpu | {"cubes": CUBES})
+    raw["tpu-slicing:tpu"] = json.dumps(tpu | {"cubes": cubes})
     reservation = json.loads(raw["tpu-slicing:reservation"])
-    reservation |= {"subBlocks": [f"sub-block-{i}" for i in range(CUBES)], "blockCubes": CUBES}
+    reservation |= {"subBlocks": [f"sub-block-{i}" for i in range(cubes)], "blockCubes": cubes}
     raw["tpu-slicing:reservation"] = json.dumps(reservation)
     return raw, list(secret_keys)
 

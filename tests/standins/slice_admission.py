@@ -27,7 +27,8 @@ What it cannot show: the real controller forms the ICI links of each admitted sl
 objects' real spec and status, their names, their scope), checks the partitions' health and may answer
 Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
 when it is torn down; here every check passes at once, and a host's labels stay until a live
-slice that is not already on it claims it (the pods of finished or deleted units are ignored).
+slice claims it that the host's current slice's pods are not on (the pods of finished or deleted
+units are ignored).
 """
 
 from __future__ import annotations
@@ -179,14 +180,17 @@ class SliceAdmission(Poller):
             n["metadata"]["name"]: n["metadata"].get("labels") or {}
             for n in self.plane.request("GET", "/api/v1/nodes")["items"]
         }
-        live = {_slice_name(unit) for unit in units}
+        # Where each live slice is now: a slice whose group Kueue evicted and placed again elsewhere
+        # is torn down and formed anew, and the real controller takes its labels off the hosts it
+        # left (the GKE docs' clean-up above); here its old hosts are free to be labelled again.
+        placed = {_slice_name(unit): hosts for unit, (_, hosts) in units.items()}
         for unit, (shape, hosts) in units.items():
             name = _slice_name(unit)
             for host in sorted(hosts):
                 if host not in labels:
                     continue
                 held = labels[host].get(SLICE_LABEL)
-                if held != name and held in live:
+                if held != name and host in placed.get(held or "", ()):
                     continue  # a host belongs to one live slice; the first to label it keeps it
                 if (held, labels[host].get(TOPOLOGY_LABEL)) != (name, shape):
                     labels[host] = {**labels[host], SLICE_LABEL: name, TOPOLOGY_LABEL: shape}
