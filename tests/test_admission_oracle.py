@@ -557,10 +557,13 @@ class Observed:
     hosts: tuple[str, ...]
 
 
-def _hosts(workload: Mapping[str, Any]) -> list[str]:
-    """Node names of the topology assignment (v1beta2's compact slices: universal or prefix+root+suffix)."""
+def _hosts(workload: Mapping[str, Any], podset_name: str | None = None) -> list[str]:
+    """Node names of the topology assignment (v1beta2's compact slices: universal or prefix+root+suffix),
+    of every PodSet or of the one named."""
     hosts: list[str] = []
     for podset in (workload.get("status", {}).get("admission") or {}).get("podSetAssignments") or []:
+        if podset_name is not None and podset["name"] != podset_name:
+            continue
         assignment = podset.get("topologyAssignment") or {}
         levels = assignment.get("levels") or []
         if "kubernetes.io/hostname" not in levels:

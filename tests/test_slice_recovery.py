@@ -45,7 +45,7 @@ import pytest
 from tests import control_plane as cp
 from tests.operations import LWS_GROUP, LWS_NAME
 from tests.standins import tpu_host
-from tests.test_admission_oracle import KUEUE, LWSS, Env, _condition, _workloads, leader_worker_set, oracle_env
+from tests.test_admission_oracle import KUEUE, LWSS, Env, _condition, _hosts, _workloads, leader_worker_set, oracle_env
 
 pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
@@ -72,26 +72,6 @@ class Group:
         return self.leader + self.workers
 
 
-def _podset_hosts(workload: dict[str, Any], podset: str) -> tuple[str, ...]:
-    """Node names of one PodSet's topology assignment (universal, or individual roots)."""
-    hosts: list[str] = []
-    for psa in (workload.get("status", {}).get("admission") or {}).get("podSetAssignments") or []:
-        assignment = psa.get("topologyAssignment") or {}
-        levels = assignment.get("levels") or []
-        if psa["name"] != podset or "kubernetes.io/hostname" not in levels:
-            continue
-        index = levels.index("kubernetes.io/hostname")
-        for piece in assignment.get("slices") or []:
-            values = piece["valuesPerLevel"][index]
-            if values.get("universal") is not None:
-                hosts += [values["universal"]] * int(piece.get("domainCount", 1))
-            else:
-                individual = values["individual"]
-                prefix, suffix = individual.get("prefix") or "", individual.get("suffix") or ""
-                hosts += [prefix + root + suffix for root in individual["roots"]]
-    return tuple(sorted(hosts))
-
-
 def _node_failures(workload: dict[str, Any]) -> int:
     stats = (workload.get("status", {}).get("schedulingStats") or {}).get("evictions") or []
     return sum(int(e.get("count") or 0) for e in stats if e.get("reason") == NODE_FAILURES)
@@ -116,8 +96,8 @@ def groups(env: Env) -> dict[int, Group]:
             continue
         admitted = _condition(workload, "Admitted") == "True"
         found[int(index)] = Group(
-            _podset_hosts(workload, "leader") if admitted else (),
-            _podset_hosts(workload, "worker") if admitted else (),
+            tuple(sorted(_hosts(workload, "leader"))) if admitted else (),
+            tuple(sorted(_hosts(workload, "worker"))) if admitted else (),
             frozenset(p["metadata"]["uid"] for p in by_group.get(int(index), []) if _ready(p)),
             admitted,
             _node_failures(workload),
