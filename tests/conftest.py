@@ -43,15 +43,14 @@ def _uses_go_built(module: object) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Imported here: imported with this module, the plugin would be loaded before pytest could
     # rewrite its asserts (PytestAssertRewriteWarning).
-    from tests.suite_order import PLANE_GROUPS
+    from tests.suite_order import PLANE_GROUPS, group_of
 
     verdicts: dict[object, bool] = {}
     for item in items:
         module = getattr(item, "module", None)
         if module not in verdicts:
             verdicts[module] = module is not None and _uses_go_built(module)
-        grouped = any(mark.args[:1] and mark.args[0] in PLANE_GROUPS for mark in item.iter_markers("xdist_group"))
-        if verdicts[module] or grouped:
+        if verdicts[module] or group_of(item) in PLANE_GROUPS:
             item.add_marker(pytest.mark.go_built)
 
 

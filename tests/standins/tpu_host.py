@@ -98,8 +98,9 @@ def fail(plane: cp.ControlPlane, host: str) -> list[str]:
         "spec": {"taints": [*taints, UNREACHABLE]},
     }
     plane.request("PATCH", f"/api/v1/nodes/{host}", body, content_type=MERGE)
-    # kwok may write Ready back until it has seen its annotation go: wait for Unknown to hold.
-    plane.wait_for(f"{host} Ready Unknown", lambda: _unknown(plane, host) and _unknown(plane, host), 60)
+    # kwok may write Ready back until it has seen its annotation go: wait until two reads in a row
+    # find Unknown (each read writes it again if not).
+    plane.wait_for(f"{host} Ready Unknown", lambda: all(_unknown(plane, host) for _ in range(2)), 60)
     pods = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={host}"})["items"]
     evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
     # First as the taint-eviction controller deletes them (their grace period: they turn
