@@ -14,6 +14,12 @@ BASE ?= origin/main
 export TPU_SLICING_STACK := $(value STACK)
 export TPU_SLICING_BASE := $(value BASE)
 unexport STACK BASE
+# ESC_VALUES: for a stack file that imports ESC environments, NAME=FILE pairs of what `pulumi env
+# open NAME --format detailed` printed (settings/esc_environment.py, docs/deploy.md); passed the same way.
+ifdef ESC_VALUES
+export TPU_SLICING_ESC_VALUES := $(value ESC_VALUES)
+unexport ESC_VALUES
+endif
 
 .PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks fleet engine controlplane loadgen crds gcpdata policy-venv real-preview
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import runpy
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +31,14 @@ from pulumi.runtime.sync_await import _sync_await
 
 from domain import reservation_health
 from domain.gke_versions import version_key as gke_version_key
-from settings.stack_file import read as read_cli_stack_file
+from settings import esc_environment
+from settings.stack_file import StackFileError
+from settings.stack_file import read_merged as read_merged_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
 PROJECT = "tpu-slicing"
-SECRET_PLACEHOLDER = "[secret]"
+SECRET_PLACEHOLDER = esc_environment.SECRET_PLACEHOLDER
 UNKNOWN_PLACEHOLDER = "(known after apply)"
 
 # Values only the cloud knows, answered in apply mode. RFC 5737 documentation
@@ -427,23 +430,30 @@ def stack_file(stack: str, root: Path = ROOT) -> Path:
     return root / f"Pulumi.{stack}.yaml"
 
 
-def read_stack_config(path: Path) -> tuple[dict[str, Any], list[str]]:
+def read_stack_config(path: Path, opened: Mapping[str, Path] | None = None) -> tuple[dict[str, Any], list[str]]:
     """Config of a stack file as the engine hands it to programs: structured values as JSON.
 
     Read as the CLI reads it (settings/stack_file.py: YAML 1.2, duplicate keys refused, bare keys
-    in the project's namespace). Encrypted (`secure:`) values cannot be read offline; they become
-    a placeholder that keeps their key secret, which is all the plan needs.
+    in the project's namespace), with the ESC environments it imports merged in from `opened`
+    (default: $TPU_SLICING_ESC_VALUES, settings/esc_environment.py). Encrypted (`secure:`) values
+    cannot be read offline; they become a placeholder that keeps their key secret, which is all the
+    plan needs, as an environment's secret does.
     """
+    if opened is None:
+        try:
+            opened = esc_environment.locations_from(os.environ)
+        except esc_environment.EscValuesError as err:
+            raise StackFileError(f"{path.name}: {err}") from None
+    merged = read_merged_stack_file(path, PROJECT, opened)
     config: dict[str, Any] = {}
     secret_keys: list[str] = []
-    for key, value in read_cli_stack_file(path, PROJECT).items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            config[key] = SECRET_PLACEHOLDER
-            secret_keys.append(key)
-        elif isinstance(value, dict | list):
+    for key, value in merged.config.items():
+        if isinstance(value, dict | list):
             config[key] = json.dumps(value, default=str)
         else:
             config[key] = value if isinstance(value, str) else json.dumps(value)
+        if key in merged.secret_keys:
+            secret_keys.append(key)
     return config, secret_keys
 
 

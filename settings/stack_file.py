@@ -21,11 +21,13 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from settings import esc_environment
 
 PROJECT = "tpu-slicing"
 
@@ -300,29 +302,43 @@ def environments(document: Mapping[str, Any]) -> list[str]:
     if isinstance(value, Mapping):
         imports = value.get("imports") or []
         names = [str(i) for i in (imports if isinstance(imports, list) else [imports])]
-        return names + (["an inline environment"] if set(value) - {"imports"} else [])
+        return names + ([INLINE] if set(value) - {"imports"} else [])
     items = value if isinstance(value, list) else [value]
     return [str(item) for item in items]
 
 
-def environment_problem(names: Sequence[str]) -> str:
-    shown = ", ".join(names)
+INLINE = "an inline environment"
+
+
+def inline_problem() -> str:
     return (
-        f"imports the ESC environment(s) {shown}, whose pulumiConfig values `pulumi up` gets and the offline plan "
-        "cannot read: a plan without them would not be the stack `pulumi up` deploys; allowed: a stack file whose "
-        "`config:` holds every key the plan needs (no `environment:`), or `pulumi preview`, which opens the "
-        "environment and runs the same checks (docs/deploy.md, ESC environments)"
+        "has an inline environment (`environment:` with `values:`), which Pulumi Cloud evaluates when `pulumi up` "
+        "runs (interpolations, fn:: functions) and the offline plan cannot; allowed: those values in an environment "
+        "of their own, imported by name and handed to the plan opened (docs/deploy.md, ESC environments)"
     )
 
 
-def read(path: Path, project: str = PROJECT) -> dict[str, Any]:
-    """The `config:` mapping of a stack file, keys namespaced, values as the CLI parses them; a stack
-    file that imports ESC environments is refused, never read as if they were empty."""
+def read_merged(path: Path, project: str = PROJECT, opened: Mapping[str, Path] | None = None) -> esc_environment.Merged:
+    """The config `pulumi up` hands the program for this stack file: its `config:` (keys namespaced,
+    values as the CLI parses them) with the `pulumiConfig` of each environment it imports merged in
+    from `opened` (environment name to the file `pulumi env open NAME --format detailed` wrote),
+    as the CLI merges it (settings/esc_environment.py). An import not in `opened` is refused in one
+    line, never read as if it were empty."""
+    given = opened or {}
     try:
         document = parse(decode(read_bytes(path)))
+        config = config_keys(document.get("config") or {}, project)
         imported = environments(document)
-        if imported:
-            raise StackFileError(environment_problem(imported))
-        return config_keys(document.get("config") or {}, project)
-    except StackFileError as err:
+        if INLINE in imported:
+            raise StackFileError(inline_problem())
+        if any(name not in given for name in imported):
+            raise StackFileError(esc_environment.missing_problem(imported, given))
+        pulumi_config = esc_environment.merge_imports([esc_environment.read_opened(n, given[n]) for n in imported])
+        return esc_environment.merge(config, pulumi_config, project)
+    except (StackFileError, esc_environment.EscValuesError) as err:
         raise StackFileError(f"{path.name}: {err}") from None
+
+
+def read(path: Path, project: str = PROJECT) -> dict[str, Any]:
+    """The `config:` mapping of a stack file that imports no ESC environment (`read_merged`)."""
+    return read_merged(path, project).config

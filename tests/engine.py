@@ -210,6 +210,24 @@ class Workspace:
         return done, document
 
 
+def esc_config(project: Path, stack_file: Path, environments: dict[str, str]) -> dict[str, Any]:
+    """The pinned CLI's own answer (tools/engine/pulumi/escconfig): each environment opened as `pulumi
+    env open NAME --format detailed` prints it, and the config `pulumi up` would hand the program for
+    `stack_file`, its imports evaluated from `environments` (name to definition)."""
+    binary = ENGINE_DIR / "bin" / "pulumi-escconfig"
+    if not binary.exists():
+        raise EngineMissingError(f"{binary} is missing: run `make engine`")
+    request = {
+        "project": str(project),
+        "stackFile": str(stack_file),
+        "stack": stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml"),
+        "environments": environments,
+    }
+    done = subprocess.run([str(binary)], input=json.dumps(request), capture_output=True, text=True, check=False)
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
 def readme_deploy_commands() -> list[str]:
     """The lines of the README's Deploy block, comments stripped."""
     text = (ROOT / "README.md").read_text()

@@ -295,10 +295,6 @@ def test_the_known_namespaces_are_the_project_the_engine_and_the_default_provide
     [
         ("environment:\n  - tpu/fleet-defaults\n  - tpu/gcp-login\n", "tpu/fleet-defaults, tpu/gcp-login"),
         ("environment:\n  imports:\n    - tpu/fleet-defaults\n", "tpu/fleet-defaults"),
-        (
-            "environment:\n  values:\n    pulumiConfig:\n      tpu-slicing:zone: us-central1-c\n",
-            "an inline environment",
-        ),
     ],
 )
 def test_a_stack_file_that_imports_an_environment_is_never_planned_without_it(
@@ -313,6 +309,17 @@ def test_a_stack_file_that_imports_an_environment_is_never_planned_without_it(
     # `make stacks` (and the fleet) report the file in the same line, with the others checked.
     configs, problems = stacks.load_stacks(tmp_path)
     assert configs == {} and [str(p) for p in problems] == [f"esc: {said}"]
+
+
+def test_an_inline_environment_is_refused_for_pulumi_cloud_evaluates_it(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.esc.yaml"
+    path.write_text(
+        "environment:\n  imports:\n    - tpu/fleet\n  values:\n    pulumiConfig:\n"
+        "      tpu-slicing:zone: us-central1-c\n"
+    )
+    with pytest.raises(StackFileError) as err:
+        read(path)
+    assert str(err.value).startswith("Pulumi.esc.yaml: has an inline environment (`environment:` with `values:`)")
 
 
 def test_an_empty_environment_list_imports_nothing(tmp_path: Path) -> None:

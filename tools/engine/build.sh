@@ -6,6 +6,8 @@
 #   bin/pulumi-resource-kubernetes  the Kubernetes provider (pin: kubernetes/go.mod)
 #   bin/helm                        Helm, helm.sh/helm/v3 at the version that provider embeds (the
 #                                   tests render the controllers' charts with it, as the provider would)
+#   bin/pulumi-escconfig            the CLI's ESC evaluator and config merge (pulumi/escconfig): the
+#                                   oracle of the offline plan's ESC merge
 #   bin/chart-registry              an in-memory OCI registry on loopback, over TLS (github.com/google/
 #                                   go-containerregistry pkg/registry; pin: ../registry/go.mod): the
 #                                   controllers' chart mirror of tests/chart_mirror.py
@@ -138,6 +140,19 @@ else
     say "building chart-registry (go-containerregistry $registry_version)"
     (cd "$here/../registry" && go build -trimpath -ldflags "-s -w" -o "$bin/chart-registry" .)
     echo "$registry_version $registry_sources stripped" > "$cache/stamps/chart-registry"
+fi
+
+# --- the ESC configuration oracle --------------------------------------------------------------
+# tools/engine/pulumi/escconfig: the pinned CLI's own ESC evaluator and config merge around a main
+# (tests/test_esc_environment.py judges settings/esc_environment.py by it). It shares the CLI's
+# module, so its packages come out of the build cache the CLI's build filled: only its link is new.
+esc_sources="$(cd "$here/pulumi" && cat go.mod go.sum escconfig/main.go | sha256sum | cut -c1-16)"
+if stamp_ok pulumi-escconfig "$cli_version $esc_sources stripped"; then
+    say "pulumi-escconfig (pulumi $cli_version) is in place"
+else
+    say "building pulumi-escconfig (pulumi $cli_version)"
+    (cd "$here/pulumi" && go build -trimpath -ldflags "-s -w" -o "$bin/pulumi-escconfig" ./escconfig)
+    echo "$cli_version $esc_sources stripped" > "$cache/stamps/pulumi-escconfig"
 fi
 
 say "ready in $(($(date +%s) - started)) s: $("$bin/pulumi" version) pulumi-resource-kubernetes $k8s_module and helm $helm_version in $bin ($(du -sh "$cache" | cut -f1))"

@@ -1,6 +1,7 @@
 // Wrapper module: builds the pulumi CLI from the Go module proxy. pkg/v3's own
 // go.mod replaces sdk/v3 with a relative path, which `go install pkg@version`
 // refuses; a wrapper that requires both at the same tag is the usual way round.
+// escconfig/ is a small main around the CLI's own ESC evaluator and config merge (build.sh).
 module tpu-slicing.local/engine/pulumi
 
 go 1.26.6
@@ -8,6 +9,11 @@ go 1.26.6
 replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e
 
 tool github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+
+require (
+	github.com/pulumi/pulumi/pkg/v3 v3.274.0
+	github.com/pulumi/pulumi/sdk/v3 v3.274.0
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -203,8 +209,6 @@ require (
 	github.com/pulumi/appdash v0.0.0-20231130102222-75f619a67231 // indirect
 	github.com/pulumi/inflector v0.1.1 // indirect
 	github.com/pulumi/pulumi-cloud-sdk/go v1.20261027.1310 // indirect
-	github.com/pulumi/pulumi/pkg/v3 v3.274.0 // indirect
-	github.com/pulumi/pulumi/sdk/v3 v3.274.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
