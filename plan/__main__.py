@@ -50,6 +50,7 @@ from plan import (
     stacks,
     unhealthy,
 )
+from settings import esc_environment
 from settings.loader import ConfigError, load
 from settings.model import StackConfig
 from settings.reference import configuration_reference
@@ -245,6 +246,15 @@ def _tree(revision: str) -> str:
     return found.stdout.strip()
 
 
+def _opened_environments() -> str:
+    """$TPU_SLICING_ESC_VALUES with absolute paths ("" when unset); refused in one line when malformed."""
+    try:
+        given = esc_environment.locations_from(os.environ)
+    except esc_environment.EscValuesError as err:
+        raise SystemExit(f"error: {err}") from None
+    return " ".join(f"{name}={path.absolute()}" for name, path in given.items())
+
+
 class _PlanAt:
     """Plan `stack` as the code and stack file were at a git revision (read-only: no checkout).
 
@@ -256,6 +266,10 @@ class _PlanAt:
     def __init__(self, revision: str, stack: str, *, cache: bool = True) -> None:
         self.revision, self.stack = revision, stack
         self.tree = _tree(revision)
+        # Opened ESC environments are not in the tree: a plan made with them is never cached, and
+        # the child, which runs in another folder, is handed their files' absolute paths.
+        opened = _opened_environments()
+        cache = cache and not opened
         self._cached = CACHE / f"{_cache_key(self.tree, stack)}.json" if cache else None
         self._process: subprocess.Popen[str] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -283,6 +297,7 @@ class _PlanAt:
         self._process = subprocess.Popen(
             [*command, "--json", str(self._target)],
             cwd=tree,
+            env=os.environ | {esc_environment.VARIABLE: opened} if opened else None,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

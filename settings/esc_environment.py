@@ -58,7 +58,8 @@ class Merged:
 
 
 def locations(text: str) -> dict[str, Path]:
-    """`NAME=FILE` pairs separated by white space (the variable's form) as a mapping."""
+    """`NAME=FILE` pairs separated by white space (the variable's form) as a mapping; neither holds
+    white space (environment names cannot; a file from `mktemp` does not)."""
     found: dict[str, Path] = {}
     for item in text.split():
         name, sep, file = item.partition("=")

@@ -28,7 +28,8 @@ COMMAND_PAGES = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").
 LINKED_PAGES = ("CONTRIBUTING.md", *COMMAND_PAGES)
 # Offline commands a reader is told to run; `make test` is what this suite is part of.
 RUNNABLE = ("make plan", "make preview", "make graph", "make stacks", "make diff", "python -m plan")
-PULUMI_SUBCOMMANDS = {"login", "stack", "config", "preview", "up", "destroy", "refresh", "cancel"}
+# `env`: the CLI carries ESC's commands (`pulumi env open`, pkg/v3/cmd/esc at v3.274.0).
+PULUMI_SUBCOMMANDS = {"login", "stack", "config", "preview", "up", "destroy", "refresh", "cancel", "env"}
 
 
 def bash_commands(text: str) -> list[str]:

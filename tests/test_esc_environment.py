@@ -220,3 +220,20 @@ def test_a_secure_value_inside_a_stack_object_makes_the_key_secret_and_is_never_
     config, secret_keys = offline.read_stack_config(stack, {})
     assert json.loads(config["tpu-slicing:obj"]) == {"a": esc_environment.SECRET_PLACEHOLDER, "b": 1}
     assert secret_keys == ["tpu-slicing:obj"]
+
+
+def test_plan_diff_hands_its_base_run_absolute_paths_and_caches_no_plan_made_with_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base revision is planned in a child in another folder, from a cache keyed by the tree:
+    an opened environment is neither in the tree nor in that folder."""
+    from plan.__main__ import _opened_environments, _PlanAt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(esc_environment.VARIABLE, "tpu/fleet=fleet.json")
+    assert _opened_environments() == f"tpu/fleet={tmp_path / 'fleet.json'}"
+    base = _PlanAt("HEAD", "dev", cache=True)
+    try:
+        assert base._cached is None
+    finally:
+        base.document()
