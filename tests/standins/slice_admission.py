@@ -26,9 +26,12 @@ a running controller finalizes Slices.
 What it cannot show: the real controller forms the ICI links of each admitted slice (the Slice
 objects' real spec and status, their names, their scope), checks the partitions' health and may answer
 Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
-when it is torn down; here every check passes at once, and a host's labels stay until a live
-slice claims it that the host's current slice's pods are not on (the pods of finished or deleted
-units are ignored).
+when it is torn down; here every check passes at once, a slice's hosts are labelled only once its
+pods are placed there (the real controller forms and labels a slice before its check is Ready, so
+before Kueue admits: here a pod may meet the name of a slice gone just before, which can hold LWS
+groups that ask for exclusive slices back, tests/test_slice_recovery.py), and a host's labels
+stay until a live slice claims it that the host's current slice's pods are not on (the pods of
+finished or deleted units are ignored).
 """
 
 from __future__ import annotations
