@@ -94,8 +94,8 @@ def missing_problem(names: Sequence[str], given: Mapping[str, Path]) -> str:
 def _read_bytes(path: Path, name: str) -> bytes:
     try:
         kind = stat.S_IFMT(os.stat(path).st_mode)
-        if kind not in (stat.S_IFREG, stat.S_IFIFO):
-            raise EscValuesError(f"the opened environment {name} ({path}) is not a file; allowed: a file or a pipe")
+        if kind != stat.S_IFREG:  # a pipe would be empty for the second stack or `plan diff`'s base run
+            raise EscValuesError(f"the opened environment {name} ({path}) is not a regular file; allowed: a file")
         with open(path, "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
     except OSError as err:
@@ -110,14 +110,26 @@ def _read_bytes(path: Path, name: str) -> bytes:
     return data
 
 
+def _go_float(text: str) -> int | float:
+    """A JSON number as the CLI hands it on: an int64 if it is one, else a float64, written back to
+    JSON by Go without a fraction or exponent when it has none (pkg/workspace/config.go `toPlaintext`)."""
+    number = float(text)
+    return int(number) if number.is_integer() and abs(number) < 1e21 else number
+
+
+def _go_int(text: str) -> int | float:
+    number = int(text)
+    return number if -(1 << 63) <= number < (1 << 63) else _go_float(text)
+
+
 def read_opened(name: str, path: Path) -> dict[str, Any] | None:
     """The detailed `pulumiConfig` value of one opened environment (None when it has none). The
     file is what `pulumi env open NAME --format detailed` prints: esc.Value JSON, each value a
     `{"value": ..., "secret": ..., "trace": ...}` object (cmd/esc/cli/env_open.go `renderValue`)."""
     where = f"the opened environment {name} ({path})"
     try:
-        document = json.loads(_read_bytes(path, name))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        document = json.loads(_read_bytes(path, name), parse_int=_go_int, parse_float=_go_float)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         document = None
     if not _detailed(document) or not isinstance(document["value"], dict):
         raise EscValuesError(
@@ -182,13 +194,18 @@ class _Secret:
 _SECRET = _Secret()
 
 
-def _plain(value: dict[str, Any]) -> Any:
+def _plain(value: dict[str, Any], where: str) -> Any:
     """A detailed value as the program gets it (`toPlaintext`: only strings keep their secret flag)."""
     inner = value.get("value")
     if isinstance(inner, dict):
-        return {k: _plain(v) for k, v in inner.items()}
+        if set(inner) == {"secure"} and isinstance(inner["secure"].get("value"), str):
+            raise EscValuesError(
+                f"the environment's pulumiConfig.{where} is a mapping of the one key `secure`, which Pulumi reserves "
+                "for encrypted stack values (sdk/go/common/resource/config/object.go); allowed: any other key"
+            )
+        return {k: _plain(v, f"{where}.{k}") for k, v in inner.items()}
     if isinstance(inner, list):
-        return [_plain(v) for v in inner]
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(inner)]
     if isinstance(inner, str) and value.get("secret"):
         return _SECRET
     return inner
@@ -230,6 +247,23 @@ def _merge_stack_over(stack: Any, env: Any) -> Any:
     return stack
 
 
+def _config_key(raw: str, project: str) -> str:
+    """A pulumiConfig key as the CLI parses it (pkg/workspace/config.go `parseConfigKey`, then
+    sdk/go/common/resource/config/key.go `ParseKey`): bare, the project's; `ns:name`; the old
+    `ns:config:name` form as `ns:name`; anything else refused."""
+    parts = raw.split(":")
+    if len(parts) == 1:
+        return f"{project}:{raw}"
+    if len(parts) == 2:
+        return raw
+    if len(parts) == 3 and parts[1] == "config" and parts[0] and parts[2]:
+        return f"{parts[0]}:{parts[2]}"
+    raise EscValuesError(
+        f"the environment's pulumiConfig key {raw!r} is not a configuration key; allowed: `<namespace>:<name>` "
+        "or a bare name (the project's), as `pulumi up` parses them"
+    )
+
+
 def merge(stack: Mapping[str, Any], environment: dict[str, Any] | None, project: str) -> Merged:
     """The stack file's config (keys namespaced, `secure:` values as `{"secure": ...}`) with the
     environment's `pulumiConfig` merged in as `pulumi up` merges it; every secret, the stack's and
@@ -243,7 +277,7 @@ def merge(stack: Mapping[str, Any], environment: dict[str, Any] | None, project:
     entries = (environment or {}).get("value") or {}
     seen: dict[str, str] = {}
     for raw_key, detailed in entries.items():
-        key = raw_key if ":" in raw_key else f"{project}:{raw_key}"
+        key = _config_key(raw_key, project)
         if key in seen:
             raise EscValuesError(
                 f"the environment's pulumiConfig sets {key!r} twice ({seen[key]!r} and {raw_key!r}), and "
@@ -251,7 +285,7 @@ def merge(stack: Mapping[str, Any], environment: dict[str, Any] | None, project:
             )
         seen[key] = raw_key
         value, secret = _redacted(
-            _merge_stack_over(config[key], _plain(detailed)) if key in config else _plain(detailed)
+            _merge_stack_over(config[key], _plain(detailed, raw_key)) if key in config else _plain(detailed, raw_key)
         )
         if secret:
             secret_keys.add(key)

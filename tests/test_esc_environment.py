@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,10 @@ NAMES = ("team/base", "team/prod", "team/extra")
 
 words = st.text(alphabet="abcdefgh-", min_size=1, max_size=6).filter(lambda w: not w.startswith("-"))
 secrets = words.map(lambda w: {"fn::secret": SECRET_PREFIX + w})
-scalars = st.one_of(words, st.integers(-5, 5), st.booleans(), secrets)
+# Numbers as the CLI writes them back (an int64 or a float64): ints, big ints, floats with and without
+# a fraction, an exponent past Go's plain notation.
+numbers = st.one_of(st.integers(-5, 5), st.sampled_from([1.5, 2.0, 0.1, 1.5e20, 1e21, 2**70]))
+scalars = st.one_of(words, numbers, st.booleans(), secrets)
 leaves = st.recursive(
     scalars,
     lambda inner: st.one_of(st.dictionaries(st.sampled_from("abcd"), inner, max_size=3), st.lists(inner, max_size=2)),
@@ -71,7 +76,11 @@ def environments(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _plain_for_stack(value: Any) -> Any:
-    """A stack file has no fn::secret: its secrets are `secure:` values."""
+    """A stack file has no fn::secret: its secrets are `secure:` values. Its floats and integers past
+    int64 are left out: how the CLI writes those of a stack file back as text (`2.0` reaches the
+    program as `2`) is the stack-file reader's business, not the merge's."""
+    if isinstance(value, float) or (isinstance(value, int) and not -(1 << 63) <= value < (1 << 63)):
+        return 7
     if isinstance(value, dict) and set(value) == {"fn::secret"}:
         return {"secure": base64.b64encode(value["fn::secret"].encode()).decode()}
     if isinstance(value, dict):
@@ -91,6 +100,15 @@ def _redacted(value: Any) -> Any:
     return value
 
 
+def _typed(value: Any) -> Any:
+    """`value` with each number tagged with its type."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
 def _write(folder: Path, case: dict[str, Any]) -> tuple[Path, Path]:
     project = folder / "Pulumi.yaml"
     shutil.copy(ROOT / "Pulumi.yaml", project)
@@ -107,7 +125,7 @@ def _opened(folder: Path, answer: dict[str, Any], names: list[str]) -> dict[str,
     return files
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=environments())
 def test_the_plan_gets_the_config_pulumi_up_gets_from_imported_environments(
     case: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
@@ -125,7 +143,7 @@ def test_the_plan_gets_the_config_pulumi_up_gets_from_imported_environments(
         want = (
             esc_environment.SECRET_PLACEHOLDER if key in secret_keys and not answer["config"][key]["object"] else value
         )
-        assert got[key] == _redacted(want), key
+        assert _typed(got[key]) == _typed(_redacted(want)), key  # 1 and 1.0 are not the same to the program
 
 
 def test_a_stack_with_imports_not_handed_over_is_refused_naming_them(tmp_path: Path) -> None:
@@ -162,8 +180,13 @@ def test_an_opened_environment_not_in_the_detailed_form_is_refused(content: str,
     assert said in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_device_or_missing_file_is_refused_in_one_line(tmp_path: Path) -> None:
-    for path in (Path("/dev/zero"), tmp_path / "absent.json"):
+def test_a_device_pipe_deep_or_missing_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A pipe would be read empty by the second stack of `make fleet` and by `plan diff`'s base run."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    for path in (Path("/dev/zero"), fifo, deep, tmp_path / "absent.json"):
         with pytest.raises(EscValuesError) as err:
             esc_environment.read_opened("team/prod", path)
         assert str(err.value).startswith(f"the opened environment team/prod ({path}) ")
@@ -174,6 +197,30 @@ def test_the_variable_takes_name_file_pairs(text: str) -> None:
     with pytest.raises(EscValuesError) as err:
         esc_environment.locations(text)
     assert esc_environment.VARIABLE in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("tpu-slicing:a:b", "x", "is not a configuration key"),
+        ("obj", {"a": {"secure": "x"}}, "pulumiConfig.obj.a is a mapping of the one key `secure`"),
+    ],
+)
+def test_what_pulumi_up_would_refuse_is_refused(key: str, value: Any, said: str) -> None:
+    """ParseKey refuses a key with two colons unless its middle is `config`; a `secure:` mapping is
+    reserved for ciphertext, which `pulumi up` would try to decrypt."""
+
+    def detailed(item: Any) -> dict[str, Any]:
+        inner = {k: detailed(v) for k, v in item.items()} if isinstance(item, dict) else item
+        return {"value": inner, "trace": {}}
+
+    with pytest.raises(EscValuesError, match=re.escape(said)):
+        esc_environment.merge({}, detailed({key: value}), "tpu-slicing")
+
+
+def test_the_old_config_form_of_a_key_is_its_short_form() -> None:
+    merged = esc_environment.merge({}, {"value": {"gcp:config:project": {"value": "p", "trace": {}}}, "trace": {}}, "x")
+    assert merged.config == {"gcp:project": "p"}
 
 
 def test_a_key_set_twice_by_its_two_spellings_is_refused() -> None:
@@ -232,8 +279,22 @@ def test_plan_diff_hands_its_base_run_absolute_paths_and_caches_no_plan_made_wit
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(esc_environment.VARIABLE, "tpu/fleet=fleet.json")
     assert _opened_environments() == f"tpu/fleet={tmp_path / 'fleet.json'}"
+    import plan.__main__ as plan_main
+
+    started: list[dict[str, Any]] = []  # the options of each `python -m plan` child
+    real = plan_main.subprocess.Popen
+
+    def recording(command: Any, *args: Any, **kwargs: Any) -> Any:
+        if "plan" in command:
+            started.append(kwargs)
+        return real(command, *args, **kwargs)
+
+    monkeypatch.setattr(plan_main.subprocess, "Popen", recording)
     base = _PlanAt("HEAD", "dev", cache=True)
     try:
         assert base._cached is None
+        assert [(kw.get("env") or {}).get(esc_environment.VARIABLE) for kw in started] == [
+            f"tpu/fleet={tmp_path / 'fleet.json'}"
+        ]
     finally:
         base.document()

@@ -29,7 +29,7 @@ Retry or Rejected, takes time to provision, reacts to node failures and removes 
 when it is torn down; here every check passes at once, a slice's hosts are labelled only once its
 pods are placed there (the real controller forms and labels a slice before its check is Ready, so
 before Kueue admits: here a pod may meet the name of a slice gone just before, which can hold LWS
-groups that ask for exclusive slices back, tests/test_slice_recovery.py), and a host's labels
+groups that ask for exclusive slices back), and a host's labels
 stay until a live slice claims it that the host's current slice's pods are not on (the pods of
 finished or deleted units are ignored).
 """
