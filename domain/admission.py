@@ -75,25 +75,40 @@ A7. Re-tries. After a preemption, pending workloads that could have gained from 
     workloads) do not grow in those cases, and the greedy search fits a workload
     exactly when evicting every lower-priority workload would.
 A8. Nothing finishes: workloads run until preempted (the checks sleep forever and the
-    servers serve), node health, admission checks and the slice controller's
+    servers serve), node health (but for A9), admission checks and the slice controller's
     provisioning time are ignored, and there is no quota limit.
+A9. A cube's hosts failing while the workloads run (`faults`, each a step after the arrivals).
+    Every workload with a piece on the cube loses pods. Kueue's TAS failed-node replacement
+    looks for a healthy node in the piece's own domain, finds none, and with the program's
+    fail-fast gate evicts the workload, reason NodeFailures (kueue@v0.19.2
+    pkg/scheduler/scheduler.go handleFailedTASReplacement; settings/rules_recovery.py). An LWS
+    group is made again by LWS and queued again at its creation time's place (pkg/workload/
+    workload.go GetQueueOrderTimestamp: the creation time unless evicted by PodsReadyTimeout
+    or an admission check); a JobSet runs no restart (the program's checks: maxRestarts 0),
+    so its Job fails on the lost pod and the workload ends ("failed"). The cube then offers no
+    domain (Kueue keeps only Ready nodes: tas_nodes_cache.go) and holds nothing preemptable;
+    every pending workload is tried again in queue order, as after a preemption (A7), and may
+    preempt. A repaired cube is free again and the pending workloads are tried once more.
+    Which of Kueue's and JobSet's reactions comes first for a JobSet is a race the model does
+    not play: the plane judges only LWS groups on a failing cube.
 
 The model by concern, each module citing the Kueue source it follows:
 - domain/admission_requests.py: the requests, events, placements and the prediction (A1);
 - domain/admission_cubes.py: the cubes, their aligned blocks and Kueue's best-fit placement (A2-A4);
 - domain/admission_preemption.py: the holders by priority and whom a request preempts (A6);
-- domain/admission_replay.py: the queue's replay, its re-tries and `predict` (A5, A7, A8);
+- domain/admission_replay.py: the queue's replay, its re-tries, failed cubes and `predict` (A5, A7-A9);
 - domain/admission_render.py: the narrative, the cube map and the event details, in words.
 This module re-exports what the rest of the project uses.
 """
 
 from __future__ import annotations
 
-from domain.admission_render import DEFAULT_PRIORITY_NAMES, cube_span, narrative, render_map, symbols
+from domain.admission_render import DEFAULT_PRIORITY_NAMES, cube_span, narrative, plural_s, render_map, symbols
 from domain.admission_replay import predict
 from domain.admission_requests import (
     LWS_KIND,
     Action,
+    CubeFault,
     Event,
     Placement,
     Prediction,
@@ -107,6 +122,7 @@ __all__ = [
     "DEFAULT_PRIORITY_NAMES",
     "LWS_KIND",
     "Action",
+    "CubeFault",
     "Event",
     "Placement",
     "Prediction",
@@ -114,6 +130,7 @@ __all__ = [
     "WorkloadLike",
     "cube_span",
     "narrative",
+    "plural_s",
     "predict",
     "render_map",
     "requests_from_workloads",

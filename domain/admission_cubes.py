@@ -255,6 +255,19 @@ class Cubes:
         for cube, bits in spans:
             self._set(cube, masks[cube] & ~bits)
 
+    def fail(self, cube: int) -> None:
+        """`cube`'s hosts fail (A9): every cell taken, by no workload, so that no search places a piece
+        there or counts one as preemptable. Its holders are evicted first."""
+        if self.masks[cube]:
+            raise ValueError(f"cube {cube} still holds workloads: evict them before it fails")
+        self._set(cube, (1 << self.width) - 1)
+
+    def repair(self, cube: int) -> None:
+        """`cube`'s hosts are healthy again: all its cells free."""
+        if self.masks[cube] != (1 << self.width) - 1:
+            raise ValueError(f"cube {cube} has not failed")
+        self._set(cube, 0)
+
 
 def _best_fit(domains: Sequence[tuple[int, int, int, int]], count: int) -> list[tuple[int, int]]:
     """updateCountsToMinimumGeneric (tas_flavor_snapshot.go) on domains sorted as sortedDomains sorts

@@ -17,6 +17,7 @@ DEFAULT_PRIORITY_NAMES: Mapping[int, str] = {1000: "low", 2000: "medium", 3000: 
 _SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _OVERFLOW_SYMBOL = "+"
 _FREE_SYMBOL = "."
+_DOWN_SYMBOL = "#"
 _CELLS_PER_GROUP = 4
 
 
@@ -153,7 +154,7 @@ def render_map(
     cells = prediction.cube_chips // prediction.cell_chips
     letters = symbols(prediction)
     owner = {r.name: _owner(r) for r in prediction.requests}
-    grid = [[_FREE_SYMBOL] * cells for _ in range(shown)]
+    grid = [[_DOWN_SYMBOL if cube in prediction.down else _FREE_SYMBOL] * cells for cube in range(shown)]
     for placement in prediction.placements:
         if placement.cube >= shown:
             continue
@@ -170,6 +171,8 @@ def render_map(
     for name, letter in letters.items():
         lines.append(f"{letter} = {_workload_label(prediction, name, priority_names)}")
     lines.append(f"{_FREE_SYMBOL} = free; one cell = {prediction.cell_chips} chips, {cells} cells per cube")
+    if prediction.down:
+        lines.append(f"{_DOWN_SYMBOL} = a failed host, out of Kueue's reach ({cube_span(prediction.down)})")
     by_name = {r.name: r for r in prediction.requests}
     for run in _runs([by_name[n] for n in prediction.pending], lambda r: ""):
         lines.append(f"pending: {_run_label(run, priority_names)}")
@@ -203,6 +206,9 @@ def narrative(prediction: Prediction, priority_names: Mapping[int, str] = DEFAUL
         again = event.workload in preempted  # preempted before this event
         if event.action == "preempted":
             preempted.add(event.workload)
+        elif event.action in ("evicted", "failed"):  # a cube failed under it (A9)
+            preempted.add(event.workload)
+            told.append((event.action, False, event))
         elif event.action == "waiting":
             told.append((f"wait: {event.detail}", again, event))
         else:  # an admission that preempts is told alone: it names its own victims
@@ -225,6 +231,8 @@ def narrative(prediction: Prediction, priority_names: Mapping[int, str] = DEFAUL
         cubes = cube_span(c for _, e in chunk for c in e.cubes)
         if event.action == "waiting":
             lines.append(f"{subject} wait{'s' if one else ''}: {event.detail}.")
+        elif event.action in ("evicted", "failed"):
+            lines.append(f"{subject} on {cubes}: {event.detail}.")
         elif event.victims:
             victims = ", ".join(f"{v} ({_priority(by_name[v].priority, priority_names)})" for v in event.victims)
             lines.append(f"{subject}{' comes back and' if back else ''} preempts {victims} to take {cubes}.")
@@ -234,8 +242,9 @@ def narrative(prediction: Prediction, priority_names: Mapping[int, str] = DEFAUL
         verb = "stays" if len(run) == 1 else "stay"
         lines.append(f"{_run_label(run, priority_names)} {verb} pending: {prediction.reasons[run[0].name]}.")
     total = prediction.cubes * prediction.cube_chips
+    ended = f", {len(prediction.failed)} ended" if prediction.failed else ""
     lines.append(
-        f"Final: {len(prediction.admitted)} admitted, {len(prediction.pending)} pending; "
+        f"Final: {len(prediction.admitted)} admitted, {len(prediction.pending)} pending{ended}; "
         f"{prediction.chips_in_use} of {total} chips in use."
     )
     return lines

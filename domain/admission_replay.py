@@ -18,7 +18,7 @@ from typing import Any
 from domain.admission_cubes import Demand, Geometry, demand_of
 from domain.admission_preemption import Holders, Holding
 from domain.admission_render import Texts, preempted_text
-from domain.admission_requests import Action, Event, Placement, Prediction, Request
+from domain.admission_requests import Action, CubeFault, Event, Placement, Prediction, Request
 from domain.topology import Generation
 
 
@@ -77,6 +77,8 @@ class Simulator:
         info = {r.name: (d.level, d.blocks, rank[r.name]) for r in self.requests for d in (self.demands[r.name],)}
         self.holders = Holders(self.geometry, cubes, len(distinct), info, self.demands)
         self.pending: dict[str, Request] = {}
+        self.failed: set[str] = set()  # workloads that ended on a failed cube (A9)
+        self.down: set[int] = set()  # the cubes whose hosts have failed
         self.events: list[Event] = []
         # Kueue's queue order (A7): highest priority first, then creation order, then name.
         queue = sorted(self.requests, key=lambda r: (-r.priority, r.order, r.name))
@@ -201,6 +203,40 @@ class Simulator:
             if preempted:
                 self.retry(step, arrival[0].priority)
 
+    def fault(self, fault: CubeFault, step: int) -> None:
+        """A cube's hosts fail or come back while the workloads run (A9), then every pending
+        workload is tried again in queue order, as after a preemption (A7)."""
+        cube = fault.cube
+        if not 0 <= cube < self.cubes:
+            raise ValueError(f"cube {cube} is not one of the {self.cubes} cubes")
+        if fault.repaired:
+            if cube not in self.down:
+                raise ValueError(f"cube {cube} has not failed, so it cannot be repaired")
+            self.down.discard(cube)
+            self.holders.block.repair(cube)
+        else:
+            if cube in self.down:
+                raise ValueError(f"cube {cube} has failed already")
+            self.down.add(cube)
+            for holding in [h for h in self.holders.holdings.values() if cube in h.cubes]:
+                self._lose(holding, cube, step)
+            self.holders.block.fail(cube)
+        self.retry(step, self.queue[0].priority + 1 if self.queue else 0)
+
+    def _lose(self, holding: Holding, cube: int, step: int) -> None:
+        """A workload with a piece on failed `cube` loses it (A9): an LWS group is evicted and waits
+        to be placed again (LWS makes the group anew); a Job that runs no restart fails and ends."""
+        request = holding.request
+        self.holders.drop(holding)
+        if request.lws:
+            self._queue(request)
+            action: Action = "evicted"
+            text = f"its hosts on cube {cube} failed: Kueue evicts it (NodeFailures) and it waits to be placed again"
+        else:
+            self.failed.add(request.name)
+            action, text = "failed", f"its hosts on cube {cube} failed: its Job fails (no restart) and it ends"
+        self.events.append(_lazy_event(step, request.name, action, cubes=holding.cubes, detail=(str, text)))
+
     def retry(self, step: int, below: int) -> None:
         """Re-try pending workloads under priority `below`, in Kueue's queue order (A7).
 
@@ -227,6 +263,10 @@ class Simulator:
         cell = self.geometry.cell_chips
         for request in self.requests:
             holding = self.holders.holdings.get(request.name)
+            if request.name in self.failed:
+                final[request.name] = "failed"
+                reasons[request.name] = "ended when its cube failed"
+                continue
             if holding is None:
                 final[request.name] = "pending"
                 reasons[request.name] = self.holders.search(request).reason
@@ -249,6 +289,7 @@ class Simulator:
             cube_chips=self.geometry.cube_chips,
             cell_chips=cell,
             requests=tuple(self.requests),
+            down=frozenset(self.down),
         )
 
 
@@ -282,8 +323,11 @@ def _lazy_event(
 _new = object.__new__
 
 
-def predict(requests: Sequence[Request], cubes: int, generation: Generation) -> Prediction:
-    """Replay `requests` through the admission model (A1-A8) on `cubes` cubes of `generation`."""
+def predict(
+    requests: Sequence[Request], cubes: int, generation: Generation, faults: Sequence[CubeFault] = ()
+) -> Prediction:
+    """Replay `requests` through the admission model (A1-A8) on `cubes` cubes of `generation`, then
+    `faults` one after another, each a step of its own after the arrivals (A9)."""
     simulator = Simulator(requests, cubes, generation)
     # The replay allocates a few objects per event (holdings, events, their tuples) and keeps most
     # of them, in no reference cycle: the cyclic collector's passes during it (about 5% of its
@@ -292,6 +336,8 @@ def predict(requests: Sequence[Request], cubes: int, generation: Generation) -> 
     gc.disable()
     try:
         simulator.run()
+        for step, fault in enumerate(faults, start=len(simulator.arrivals) + 1):
+            simulator.fault(fault, step)
         return simulator.prediction()
     finally:
         if enabled:

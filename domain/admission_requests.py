@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-Action = Literal["admitted", "waiting", "preempted"]
+Action = Literal["admitted", "waiting", "preempted", "evicted", "failed"]
+
+
+@dataclass(frozen=True)
+class CubeFault:
+    """A cube's hosts failing, or coming back, while the workloads run (A9 of domain/admission.py)."""
+
+    cube: int
+    repaired: bool = False  # False: every host of the cube fails; True: they are all healthy again
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ class Event:
     workload: str
     action: Action
     detail: str
-    cubes: tuple[int, ...] = ()  # admitted: the cubes it now uses; preempted: the cubes it left
+    cubes: tuple[int, ...] = ()  # admitted: the cubes it now uses; preempted, evicted, failed: the cubes it left
     victims: tuple[str, ...] = ()  # admitted by preemption: whom it evicted, in Kueue's order
     by: str = ""  # preempted: the preemptor
 
@@ -75,13 +83,14 @@ class Prediction:
     """What the model predicts: the events in sequence and the state once the queue settles."""
 
     events: tuple[Event, ...]
-    final: Mapping[str, str]  # workload -> "admitted" | "pending"
+    final: Mapping[str, str]  # workload -> "admitted" | "pending" | "failed" (ended on a failed cube, A9)
     reasons: Mapping[str, str]  # workload -> where it runs, or why it waits
     placements: tuple[Placement, ...]  # admitted workloads only, by request order, slice, cube
     cubes: int
     cube_chips: int
     cell_chips: int
     requests: tuple[Request, ...]  # in queue order
+    down: frozenset[int] = frozenset()  # the cubes whose hosts have failed and are not repaired (A9)
 
     @property
     def admitted(self) -> tuple[str, ...]:
@@ -90,6 +99,10 @@ class Prediction:
     @property
     def pending(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.requests if self.final[r.name] == "pending")
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.requests if self.final[r.name] == "failed")
 
     @property
     def chips_in_use(self) -> int:
@@ -106,6 +119,10 @@ class Prediction:
         if not members:
             raise KeyError(workload)
         return sum(self.final[r.name] == "admitted" for r in members), len(members)
+
+    def pending_groups(self, workload: str) -> int:
+        """How many of a workload's requests wait (an ended one does not)."""
+        return sum(self.final[r.name] == "pending" for r in self.members(workload))
 
     def where(self, workload: str) -> str:
         """The chip ranges a workload's admitted requests hold, cube by cube, adjacent pieces merged."""

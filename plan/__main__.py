@@ -213,6 +213,7 @@ def show(argv: list[str]) -> int:
     sys.stdout.write(render.render(result, config, manifests_dir=str(shown)))
     if args.unhealthy_cube is not None:
         sys.stdout.write("\n" + "\n".join(unhealthy.lines(config, args.unhealthy_cube)) + "\n")
+        sys.stdout.write("\n" + "\n".join(unhealthy.failure_lines(config, args.unhealthy_cube)) + "\n")
     if measured is not None:
         sys.stdout.write("\n" + "\n".join(benchmark.cost_lines(config, measured)) + "\n")
     return 0

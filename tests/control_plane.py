@@ -59,6 +59,19 @@ CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
 # with their controllers beside the rest of the suite on 2 CPUs starve each other, and a
 # controller's informers then time out. The late group starts only once the tests without a plane
 # are done, beside the first group's tail (tests/suite_order.py).
+# The Go programs the tests start (the plane, its controllers, the pulumi CLI and its plugins) collect
+# garbage once the heap has grown by 400 % rather than Go's default 100 % (the GOGC variable,
+# runtime/mgc.go): on the admission oracle's plane (five minutes of churn, fixed seed) every process
+# together used 354 s of CPU against 418 s, wall 323 s against 334 s. GC pacing changes what a
+# program uses, not what it does; a GOGC set outside wins.
+GO_GC_PERCENT = "400"
+
+
+def go_environ() -> dict[str, str]:
+    """This process's environment with GOGC for a Go program a test starts."""
+    return {**os.environ, "GOGC": os.environ.get("GOGC", GO_GC_PERCENT)}
+
+
 XDIST_GROUP = suite_order.PLANE_GROUP
 LATE_XDIST_GROUP = suite_order.LATE_PLANE_GROUP
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -408,6 +421,7 @@ class ControlPlane:
             stderr=subprocess.STDOUT,
             cwd=self.workdir,
             start_new_session=True,
+            env=go_environ(),
         )
         self._processes[index] = _Process(old.name, popen, old.log, log_file, old.args)
         self.wait_for(
@@ -613,6 +627,7 @@ def _start(plane: ControlPlane, name: str, args: Sequence[str]) -> _Process:
         stderr=subprocess.STDOUT,
         cwd=plane.workdir,
         start_new_session=True,
+        env=go_environ(),
     )
     process = _Process(name, popen, log, log_file, tuple(args))
     plane._processes.append(process)

@@ -342,6 +342,7 @@ def _start(workdir: Path, name: str, argv: Sequence[str]) -> cp._Process:
         stderr=subprocess.STDOUT,
         cwd=workdir,
         start_new_session=True,
+        env=cp.go_environ(),
     )
     return cp._Process(name, popen, log, log_file)
 

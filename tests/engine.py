@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import control_plane
 from tests.standins import program_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,6 +130,8 @@ class Engine:
             "PULUMI_SUPPRESS_COPILOT_LINK": "true",
             "NO_COLOR": "1",
             "LANG": "C.UTF-8",
+            # The CLI and its Go plugins pace their garbage collection as the plane does.
+            "GOGC": control_plane.go_environ()["GOGC"],
         }
         engine = cls(base=base, env=env, standin_language_host=standin_host)
         engine.install("kubernetes", _pinned("pulumi-kubernetes"), kubernetes)

@@ -55,13 +55,6 @@ def partition_hosts(plane: cp.ControlPlane, host: str) -> dict[str, list[str]]:
     return found
 
 
-def _set_partition_states(plane: cp.ControlPlane, host: str, state: str) -> None:
-    for shape, nodes in partition_hosts(plane, host).items():
-        for node in nodes:
-            body = {"metadata": {"labels": {state_label(shape): state}}}
-            plane.request("PATCH", f"/api/v1/nodes/{node}", body, content_type=MERGE)
-
-
 def _ready(node: Mapping[str, Any]) -> str | None:
     for condition in node.get("status", {}).get("conditions") or []:
         if condition["type"] == "Ready":
@@ -90,7 +83,33 @@ def _unknown(plane: cp.ControlPlane, host: str) -> bool:
 
 def fail(plane: cp.ControlPlane, host: str) -> list[str]:
     """The TPU VM `host` fails. Returns the pods that were running on it (namespace/name)."""
-    _set_partition_states(plane, host, UNHEALTHY)
+    return fail_hosts(plane, [host])
+
+
+def _set_states_of(plane: cp.ControlPlane, hosts: list[str], state: str) -> None:
+    """Every partition any of `hosts` is part of reads `state`: one merge patch per node touched."""
+    labels: dict[str, dict[str, str]] = {}
+    for host in hosts:
+        for shape, nodes in partition_hosts(plane, host).items():
+            for node in nodes:
+                labels.setdefault(node, {})[state_label(shape)] = state
+    for node, states in sorted(labels.items()):
+        plane.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": states}}, content_type=MERGE)
+
+
+def fail_hosts(plane: cp.ControlPlane, hosts: list[str]) -> list[str]:
+    """The TPU VMs `hosts` fail together (a whole cube, say). Returns the pods that ran on them."""
+    _set_states_of(plane, hosts, UNHEALTHY)
+    for host in hosts:
+        _unreachable(plane, host)
+    evicted = []
+    for host in hosts:
+        evicted += _end_pods(plane, host)
+    return evicted
+
+
+def _unreachable(plane: cp.ControlPlane, host: str) -> None:
+    """The kubelet stops: kwok lets go of the node, which reads Ready Unknown with the taint."""
     node = plane.request("GET", f"/api/v1/nodes/{host}")
     taints = [t for t in node["spec"].get("taints") or [] if t["key"] != UNREACHABLE["key"]]
     body = {
@@ -101,6 +120,10 @@ def fail(plane: cp.ControlPlane, host: str) -> list[str]:
     # kwok may write Ready back until it has seen its annotation go: wait until two reads in a row
     # find Unknown (each read writes it again if not).
     plane.wait_for(f"{host} Ready Unknown", lambda: all(_unknown(plane, host) for _ in range(2)), 60)
+
+
+def _end_pods(plane: cp.ControlPlane, host: str) -> list[str]:
+    """The taint manager, then PodGC, delete the pods of unreachable `host`."""
     pods = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={host}"})["items"]
     evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
     # First as the taint-eviction controller deletes them (their grace period: they turn
@@ -121,6 +144,17 @@ def fail(plane: cp.ControlPlane, host: str) -> list[str]:
 def repair(plane: cp.ControlPlane, host: str) -> None:
     """The VM is repaired: its kubelet is back (kwok plays it again and reports Ready), the node
     lifecycle controller lifts the unreachable taint, GKE reads its partitions HEALTHY again."""
+    repair_hosts(plane, [host])
+
+
+def repair_hosts(plane: cp.ControlPlane, hosts: list[str]) -> None:
+    """The VMs `hosts` are repaired together, each as `repair` says."""
+    for host in hosts:
+        _reachable(plane, host)
+    _set_states_of(plane, hosts, HEALTHY)
+
+
+def _reachable(plane: cp.ControlPlane, host: str) -> None:
     node = plane.request("GET", f"/api/v1/nodes/{host}")
     taints = [t for t in node["spec"].get("taints") or [] if t["key"] != UNREACHABLE["key"]]
     body = {
@@ -130,4 +164,3 @@ def repair(plane: cp.ControlPlane, host: str) -> None:
     plane.request("PATCH", f"/api/v1/nodes/{host}", body, content_type=MERGE)
     # kwok's node-initialize Stage sets Ready True on a node of its whose Ready is not True.
     plane.wait_for(f"{host} Ready again", lambda: _ready(plane.request("GET", f"/api/v1/nodes/{host}")) == "True", 60)
-    _set_partition_states(plane, host, HEALTHY)
