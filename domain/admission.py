@@ -90,7 +90,11 @@ A9. A cube's hosts failing while the workloads run (`faults`, each a step after 
     every pending workload is tried again in queue order, as after a preemption (A7), and may
     preempt. A repaired cube is free again and the pending workloads are tried once more.
     Which of Kueue's and JobSet's reactions comes first for a JobSet is a race the model does
-    not play: the plane judges only LWS groups on a failing cube.
+    not play: the plane judges only LWS groups on a failing cube (tests/test_cube_failure.py).
+    A group whose two PodSets are one pod each (a 2x2x2 group: a leader and one worker) is not
+    evicted by Kueue v0.19.2: each failed host is replaced alone wherever a pod fits ("no domain
+    to comply with", tas_flavor_snapshot.go requiredReplacementDomain), which can split it across
+    partitions; the model counts it as placed again, and plan/unhealthy.py says the caution.
 
 The model by concern, each module citing the Kueue source it follows:
 - domain/admission_requests.py: the requests, events, placements and the prediction (A1);

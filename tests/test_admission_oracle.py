@@ -311,6 +311,8 @@ def tied_preemptions(prediction: admission.Prediction) -> list[str]:
     for event in prediction.events:
         if event.action == "preempted":
             evicted[event.workload] = admitted_at.pop(event.workload)
+        elif event.action in ("evicted", "failed"):  # a failed cube's (A9): no longer a candidate
+            admitted_at.pop(event.workload)
         elif event.action == "admitted":
             candidates = admitted_at | evicted  # what was admitted when the preemptor looked
             priority = by_name[event.workload].priority

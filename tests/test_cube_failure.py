@@ -54,6 +54,7 @@ from tests.test_admission_oracle import (
     model_verdicts,
     oracle_env,
     run_in_kueue,
+    tied_preemptions,
 )
 from tests.test_slice_recovery import _node_failures
 
@@ -182,6 +183,7 @@ def _run(env: Env, story: Story) -> None:
     started = time.monotonic()
     tpu_host.fail_hosts(env.plane, hosts)
     after_failure = _prediction(env, [admission.CubeFault(story.model_cube)])
+    assert not tied_preemptions(after_failure), "the story must not rest on a tie Kueue breaks by UID"
     _judge(env, failed, model_verdicts(SCENARIO, after_failure), started, hosts)
 
     repaired = Phase(f"cube {story.cube} repaired")

@@ -27,9 +27,8 @@ the failures played as GKE and Kubernetes show them (tests/standins/tpu_host.py)
 At each step no other group restarted (its pods keep their UIDs), Kueue holds one Workload per
 group, and no pod is left on a failed host. What is not played: the grace periods before the node
 lifecycle and taint-eviction controllers act (tests/standins/tpu_host.py); GKE's slice controller
-noticing a failed Slice (its stand-in only marks the admission check Ready); a whole cube failing
-under the reference story's load (the cordoned-cube preview of test_admission_oracle.py judges
-arrivals on one cube fewer, not groups evicted while they run).
+noticing a failed Slice (its stand-in only marks the admission check Ready). A whole cube failing
+under serving is tests/test_cube_failure.py's.
 """
 
 from __future__ import annotations
