@@ -10,7 +10,7 @@ verdicts are judged by real Kueue with cube N's nodes cordoned (tests/test_admis
 A cube that fails under the running workloads is a different story, and N matters: what sits on
 cube N loses its hosts, an LWS group is evicted and placed again, perhaps preempting lower-priority
 work, a check (no restart) ends (domain/admission.py A9); real Kueue judges it with every host of
-the cube failed under LWS groups (tests/test_admission_oracle.py, the failing cube).
+the cube failed under LWS groups (tests/test_cube_failure.py).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def failure_lines(config: StackConfig, cube: int) -> list[str]:
     if not told:
         return [*shown, "  nothing runs on it: nothing moves"]
     shown += [f"  {line}" for line in _told(after, told)]
-    for work in capacity.workloads(config):
+    workloads = capacity.workloads(config)
+    for work in workloads:
         before, now = planned.groups(work.name), after.groups(work.name)
         members = after.members(work.name)
         if any(after.final[r.name] == "failed" for r in members):
@@ -82,7 +83,7 @@ def failure_lines(config: StackConfig, cube: int) -> list[str]:
             "group's failed hosts one pod at a time wherever one fits, which can split it across partitions "
             "(docs/operations.md, When a TPU host fails: deactivate and activate its Workload)"
         )
-    waiting = [w.name for w in capacity.workloads(config) if w.priority == HIGH and after.pending_groups(w.name)]
+    waiting = [w.name for w in workloads if w.priority == HIGH and after.pending_groups(w.name)]
     if waiting:
         shown.append(f"  high-priority work left waiting: {', '.join(waiting)}")
     return shown
