@@ -119,15 +119,20 @@ test:
 
 ## check: lint, type-check and every test that needs no Go build, in minutes (make test is what CI runs)
 check: lint $(VENV)/.dev crds gcpdata policy/venv/.ready
-	$(PY) -m pytest -n auto --dist loadgroup -m "not go_built"
+	$(PY) -m pytest $(SUITE) -m "not go_built"
 
 lint: $(VENV)/.dev
 	$(PHASE) "lint ruff" $(VENV)/bin/ruff check .
 	$(PHASE) "lint format" $(VENV)/bin/ruff format --check .
 	$(PHASE) "lint mypy" $(VENV)/bin/mypy .
 
-unit: $(VENV)/.dev engine controlplane loadgen crds gcpdata policy/venv/.ready
-	$(PHASE) pytest $(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder --durations=25
+# The suite's pytest options: every xdist group on one worker, the groups queued in collection
+# order (tests/suite_order.py; pytest-xdist 3.8.0 otherwise sorts them by test count).
+SUITE := -n auto --dist loadgroup --no-loadscope-reorder
+
+# The tests without a Go build run beside the builds, the rest after them (tools/ci/unit.sh).
+unit: $(VENV)/.dev crds gcpdata policy/venv/.ready loadgen
+	PY=$(PY) SUITE="$(SUITE)" MAKE="$(MAKE)" bash tools/ci/unit.sh
 
 ## bench: time evaluating the dev stack under mocks against bare SDK import time
 bench: $(VENV)/.dev engine controlplane crds policy/venv/.ready

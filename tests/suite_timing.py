@@ -22,7 +22,10 @@ GROUP_PROPERTY = "xdist_group"
 
 
 class SuiteTiming:
-    def __init__(self) -> None:
+    def __init__(self, selection: str = "") -> None:
+        # `make unit` runs the suite in two parts, `-m "not go_built"` and `-m go_built`
+        # (tools/ci/unit.sh): each part's lines in the phase table name it.
+        self.suffix = f" [{selection}]" if selection else ""
         self.by_group: dict[str, float] = defaultdict(float)
         self.by_module: dict[str, float] = defaultdict(float)
 
@@ -48,7 +51,7 @@ class SuiteTiming:
         if phases:
             with open(phases, "a", encoding="utf-8") as out:
                 for group, seconds in sorted(self.by_group.items()):
-                    out.write(f"pytest {group}\t{seconds:.3f}\t0\n")
+                    out.write(f"pytest {group}{self.suffix}\t{seconds:.3f}\t0\n")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -65,4 +68,4 @@ def pytest_runtest_makereport(
 def pytest_configure(config: pytest.Config) -> None:
     # Only the process that reports: the controller, or a run without xdist (not its workers).
     if not hasattr(config, "workerinput"):
-        config.pluginmanager.register(SuiteTiming(), "suite-timing")
+        config.pluginmanager.register(SuiteTiming(config.option.markexpr or ""), "suite-timing")

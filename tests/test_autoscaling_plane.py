@@ -64,7 +64,7 @@ from tests.test_admission_oracle import _stack_raw as stack_raw
 # The first plane group: with the tests without a plane grown to 18.5 minutes in a cold run, the
 # late group's worker was the suite's longer one (32:40 against 28:53); this module's 114 s evens
 # them (tests/suite_order.py, CONTRIBUTING.md).
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)
+pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)
 
 PREFILL_GROUPS = 4
 DECODE_MIN, DECODE_MAX = 2, 24

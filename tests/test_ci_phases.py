@@ -78,3 +78,62 @@ def test_prefetch_downloads_for_every_wrapper_module_the_builds_use() -> None:
     }
     modules = {str(p.parent.relative_to(ROOT / "tools")) for p in (ROOT / "tools").rglob("go.mod")} - {"gcpdata"}
     assert listed == modules
+
+
+UNIT = ROOT / "tools" / "ci" / "unit.sh"
+
+
+def _unit(
+    tmp_path: Path, *, build: int = 0, free: int = 0, built: int = 0
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """tools/ci/unit.sh with a stand-in python and make that log what they were asked and at which
+    nice value, and exit with the given statuses (the tests without a Go build, the build, the rest)."""
+    tmp_path.mkdir(exist_ok=True)
+    log = tmp_path / "calls.log"
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f'echo "pytest nice=$(ps -o ni= -p $$ | tr -d " ") $*" >> {log}\n'
+        f'case "$*" in *"not go_built"*) echo "free part ran"; exit {free};; esac\n'
+        f"exit {built}\n"
+    )
+    make = tmp_path / "make"
+    make.write_text(f'#!/bin/sh\necho "make nice=$(ps -o ni= -p $$ | tr -d " ") $*" >> {log}\nexit {build}\n')
+    for tool in (python, make):
+        tool.chmod(0o755)
+    env = {**os.environ, "PY": str(python), "SUITE": "-n 2 --dist loadgroup", "MAKE": str(make)}
+    env.pop("TPU_SLICING_PHASES", None)
+    (tmp_path / "tools" / "ci").mkdir(parents=True)
+    for script in ("unit.sh", "phase.sh"):
+        (tmp_path / "tools" / "ci" / script).write_text((ROOT / "tools" / "ci" / script).read_text())
+    done = subprocess.run(
+        ["bash", str(tmp_path / "tools/ci/unit.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    return done, log.read_text()
+
+
+def test_the_suite_runs_the_tests_without_a_go_build_beside_the_builds_at_low_priority(tmp_path: Path) -> None:
+    done, calls = _unit(tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = calls.splitlines()
+    free = next(line for line in lines if "not go_built" in line)
+    assert free.startswith("pytest nice=10 -m pytest -n 2 --dist loadgroup -m not go_built"), free
+    assert any(line.startswith("make nice=0 --no-print-directory engine controlplane") for line in lines), lines
+    # The tests that run what the builds make come last, at the normal priority.
+    assert lines[-1].startswith("pytest nice=0 -m pytest -n 2 --dist loadgroup -m go_built"), lines
+    assert "free part ran" in done.stdout
+
+
+def test_a_failed_build_stops_the_rest_and_still_reports_the_tests_without_one(tmp_path: Path) -> None:
+    done, calls = _unit(tmp_path, build=2)
+    assert done.returncode == 2
+    assert "free part ran" in done.stdout
+    assert not any("-m go_built" in line for line in calls.splitlines()), calls
+
+
+def test_a_failed_test_without_a_go_build_fails_the_suite_after_the_rest_ran(tmp_path: Path) -> None:
+    done, calls = _unit(tmp_path, free=1)
+    assert done.returncode == 1
+    assert calls.splitlines()[-1].startswith("pytest nice=0 -m pytest -n 2 --dist loadgroup -m go_built"), calls
+    failed_later, _ = _unit(tmp_path / "later", built=5)
+    assert failed_later.returncode == 5

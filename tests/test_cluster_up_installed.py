@@ -45,7 +45,7 @@ from tests.engine import Engine, readme_stack
 from tests.standins import gke_addons, pod_network, slice_admission, slice_webhook
 from tests.test_cluster_up import PART_OF, PROJECT_ID, TOKEN, Api, plane_env
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 # A patch release of Kueue other than the pin, served by the Go module proxy (its chart goes to the
 # mirror too): what the preview shows for a chart version change.

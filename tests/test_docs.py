@@ -56,6 +56,13 @@ def recipe(target: str) -> list[str]:
     return lines
 
 
+def suite_options() -> list[str]:
+    """The pytest options `make unit` and `make check` share (the Makefile's SUITE), two workers on
+    any machine."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("SUITE :="))
+    return ["2" if word == "auto" else word for word in shlex.split(line.split(":=", 1)[1])]
+
+
 def expand(line: str, variables: dict[str, str]) -> list[str]:
     for name, value in variables.items():
         # STACK and BASE reach the recipes as environment variables (the Makefile's `export`).
@@ -207,10 +214,7 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
 def test_the_test_command_runs_a_control_plane_group_on_one_worker(tmp_path: Path) -> None:
     """`make unit`'s pytest options keep every `xdist_group` on one worker (tests/control_plane.py
     XDIST_GROUP: one plane at a time). pytest 9.2 with pytest-xdist 3.8.0 silently spread them."""
-    command = next(line for line in recipe("unit") if "pytest" in line)
-    words = expand(command, {"PY": sys.executable, "PHASE": "bash tools/ci/phase.sh"})
-    options = words[words.index("-m") + 2 :]  # after `python -m pytest`
-    options = ["2" if word == "auto" else word for word in options]  # two workers on any machine
+    options = suite_options()
     log = tmp_path / "workers.log"
     for module in ("a", "b"):
         (tmp_path / f"test_{module}.py").write_text(

@@ -46,7 +46,7 @@ from tests.operations import LWS_GROUP, LWS_NAME
 from tests.standins import tpu_host
 from tests.test_admission_oracle import KUEUE, LWSS, Env, _condition, _hosts, _workloads, leader_worker_set, oracle_env
 
-pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
+pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
 STACK, CUBES = "dev", 1
 NAME, SHAPE, LEVEL = "decode", "2x2x4", "high"

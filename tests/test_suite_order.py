@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests import suite_order
-from tests.test_docs import ROOT, expand, recipe
+from tests.test_docs import ROOT, suite_options
 
 MODULES = {
     # Collected in this order by name; the plugin is to move the late group to the end and the
@@ -58,11 +58,8 @@ def test_the_first_plane_comes_first_and_the_late_plane_last(tmp_path: Path) -> 
 def test_the_test_command_queues_in_that_order_and_keeps_each_group_on_one_worker(tmp_path: Path) -> None:
     """Without `--no-loadscope-reorder` xdist would sort the units by test count (pytest-xdist
     3.8.0) and start both planes at once; the test command keeps the collection order."""
-    command = next(line for line in recipe("unit") if "pytest" in line)
-    words = expand(command, {"PY": sys.executable, "PHASE": "bash tools/ci/phase.sh"})
-    options = words[words.index("-m") + 2 :]  # after `python -m pytest`
+    options = suite_options()
     assert "--no-loadscope-reorder" in options and "loadgroup" in options, options
-    options = ["2" if word == "auto" else word for word in options]
     log = tmp_path / "ran.log"
     _suite(tmp_path, log)
     done = _pytest(tmp_path, *options)
