@@ -24,9 +24,17 @@ from workloads.benchmark_job import BenchmarkJob, BenchmarkJobArgs
 from workloads.model_access import BenchmarkAccess, ModelAccess, ModelAccessArgs, workload_principal_output
 from workloads.role_autoscaler import AutoscalerPlan
 from workloads.smoke_job import JOB_NAME as SMOKE_JOB
-from workloads.smoke_job import SmokeJob, SmokeJobArgs
+from workloads.smoke_job import SliceWatchArgs, SmokeJob, SmokeJobArgs
 from workloads.vllm_command import VllmServe
-from workloads.vllm_pd import RolePlan, VllmPd, VllmPdArgs, decode_metrics_url, pool_selector, prefill_metrics_url
+from workloads.vllm_pd import (
+    RolePlan,
+    VllmPd,
+    VllmPdArgs,
+    decode_metrics_url,
+    lws_name,
+    pool_selector,
+    prefill_metrics_url,
+)
 from workloads.vllm_pd import network_allowances as vllm_allowances
 
 GUIDE = "pd-disaggregation"  # the llm-d guide this backend follows; names its router and pool
@@ -269,6 +277,11 @@ def deploy(base: Foundation) -> Served:
                 depends_on=[pd, router, slice_controller],
                 prefill_metrics_url=prefill_metrics_url(serving.namespace),
                 decode_metrics_url=decode_metrics_url(serving.namespace),
+                # A slice that fails to come up stops the test (and `pulumi up`) at once, naming it,
+                # rather than after the deadline that counts one activation.
+                slice_watch=SliceWatchArgs(
+                    admission_check=names.admission_check, leader_worker_sets=tuple(lws_name(r) for r in pd.sets)
+                ),
             ),
         )
     address: pulumi.Output[str] = gateway.address

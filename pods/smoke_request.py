@@ -1,9 +1,17 @@
 """Smoke-test an OpenAI-compatible LLM endpoint (vLLM behind an internal GKE Gateway), or JetStream's
 HTTP front (``--api jetstream``, below).
 
-Shipped alone inside a ConfigMap and run as a Kubernetes Job on a stock
+Shipped inside a ConfigMap and run as a Kubernetes Job on a stock
 ``python:3.12-slim`` image, so this file must stay self-contained: standard
-library only. A failing run fails the Job, and with it ``pulumi up``.
+library only, and one sibling file, ``slice_watch.py``, loaded from the same
+directory only when SMOKE_SLICE_CHECK is set. A failing run fails the Job, and
+with it ``pulumi up``.
+
+With SMOKE_SLICE_CHECK (disaggregated serving on dynamic slices), the waits
+between attempts also read the serving LeaderWorkerSets' Kueue Workloads every
+few seconds: a TPU slice that failed to come up (its admission check answered
+Retry or Rejected) stops the test at once, naming the Workload and quoting what
+Kueue recorded (slice_watch.py says what it reads and why).
 
 Two requests, one after the other, each retried until it works or the shared
 deadline passes:
@@ -99,6 +107,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import http.client
+import importlib.util
 import json
 import math
 import os
@@ -110,6 +119,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
 EXIT_OK = 0
@@ -167,6 +178,8 @@ PREFILL_PROMPT_BYTES = 2048
 JITTER_FRACTION = 0.1
 SAMPLE_CHARS = 200
 SNIPPET_CHARS = 200
+# How often the waits between attempts ask the slice watch (slice_watch.WATCH_SECONDS).
+WATCH_SECONDS = 5.0
 # vLLM answers are small; a cap keeps a misbehaving proxy from eating memory.
 MAX_BODY_BYTES = 1024 * 1024
 # 2.0 ** 1024 raises OverflowError; far beyond any cap anyway.
@@ -179,6 +192,10 @@ RETRYABLE_4XX = frozenset({404, 408, 425, 429})
 
 class UsageError(Exception):
     """A bad flag or env value: reported with exit code 2."""
+
+
+class SliceFailureError(Exception):
+    """The slice watch found a slice that failed to come up: the test stops (exit code 1)."""
 
 
 # --------------------------------------------------------------------------
@@ -628,6 +645,25 @@ class Runtime:
     sleep: Callable[[float], None] = time.sleep
     rand: Callable[[], float] = random.random
     log: Callable[[str], None] = log_stderr
+    # Asked between attempts: None to go on, or why the test must stop (slice_watch.SliceWatch).
+    watch: Callable[[], str | None] | None = None
+
+
+def pause(seconds: float, rt: Runtime) -> None:
+    """Sleep ``seconds`` before the next attempt; with a watch, ask it first and then every
+    WATCH_SECONDS, raising SliceFailureError as soon as it answers."""
+    if rt.watch is None:
+        rt.sleep(seconds)
+        return
+    end = rt.now() + seconds
+    while True:
+        reason = rt.watch()
+        if reason:
+            raise SliceFailureError(reason)
+        left = end - rt.now()
+        if left <= 0:
+            return
+        rt.sleep(min(left, WATCH_SECONDS))
 
 
 @dataclasses.dataclass
@@ -674,7 +710,7 @@ def run_endpoint(endpoint: Endpoint, settings: Settings, deadline_at: float, rt:
             rt.log(f"{prefix}; giving up, the next attempt would start after the deadline")
             break
         rt.log(f"{prefix}; next attempt in {wait:.1f}s ({deadline_at - rt.now():.0f}s left)")
-        rt.sleep(wait)
+        pause(wait, rt)
     if result.attempts == 0:
         result.error = f"deadline of {settings.deadline_seconds:g}s passed before the first attempt"
         rt.log(f"{endpoint.path}: {result.error}")
@@ -1078,7 +1114,7 @@ def run_long_prompt_checks(settings: Settings, deadline_at: float, rt: Runtime) 
             rt.log(f"{check.result.endpoint} attempt {attempts}: {outcome.detail}; {next_step}")
         if wait is None:
             break
-        rt.sleep(wait)
+        pause(wait, rt)
     for check in checks:
         if attempts == 0:
             check.result.error = f"deadline of {settings.deadline_seconds:g}s passed before the first attempt"
@@ -1089,6 +1125,32 @@ def run_long_prompt_checks(settings: Settings, deadline_at: float, rt: Runtime) 
 # --------------------------------------------------------------------------
 # Entry point.
 # --------------------------------------------------------------------------
+
+
+def _sibling(name: str) -> ModuleType:
+    """A module shipped beside this file (the ConfigMap's other key), loaded by path: in the pod
+    this file runs as a script, not from a package."""
+    spec = importlib.util.spec_from_file_location(f"smoke_{name}", Path(__file__).with_name(f"{name}.py"))
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{name}.py is missing beside {Path(__file__).name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def slice_watch_from_env(env: Mapping[str, str], rt: Runtime) -> Callable[[], str | None] | None:
+    """The slice watch SMOKE_SLICE_CHECK asks for, its baseline read, or None without it."""
+    if not _env(env, "SMOKE_SLICE_CHECK"):
+        return None
+    watching = _sibling("slice_watch")
+    try:
+        settings = watching.settings_from_env(env)
+    except watching.WatchError as exc:
+        raise UsageError(str(exc)) from None
+    watch = watching.SliceWatch(settings, rt.log)
+    watch.start()
+    return watch  # type: ignore[no-any-return]
 
 
 def summary(settings: Settings | None, results: Sequence[EndpointResult], error: str | None) -> dict[str, Any]:
@@ -1119,6 +1181,8 @@ def main(
     out = sys.stdout if out is None else out
     try:
         settings = parse_settings(argv, env)
+        if rt.watch is None:
+            rt = dataclasses.replace(rt, watch=slice_watch_from_env(env, rt))
     except UsageError as exc:
         rt.log(f"bad arguments: {exc} (see --help)")
         write_json_line(summary(None, [], f"bad arguments: {exc}"), out)
@@ -1128,7 +1192,13 @@ def main(
         f"testing {settings.base_url} model {settings.model!r}, deadline {settings.deadline_seconds:g}s, "
         f"request timeout {settings.request_timeout_seconds:g}s"
     )
-    results = run_smoke_test(settings, rt)
+    try:
+        results = run_smoke_test(settings, rt)
+    except SliceFailureError as exc:
+        stopped = f"stopped: {exc}"
+        rt.log(f"smoke test {stopped}")
+        write_json_line(summary(settings, [], stopped), out)
+        return EXIT_FAILED
     failed = [r.endpoint for r in results if not r.ok]
     error = f"failed: {', '.join(failed)}" if failed else None
     rt.log("smoke test passed" if not failed else f"smoke test {error}")

@@ -57,8 +57,9 @@ CACHE_ENV = "TPU_SLICING_CONTROLPLANE"
 # Every test module that starts a plane carries one of these xdist groups, so one test worker runs
 # each group, one plane at a time (`--dist loadgroup` in the Makefile's test command): two planes
 # with their controllers beside the rest of the suite on 2 CPUs starve each other, and a
-# controller's informers then time out. The late group starts only once the tests without a plane
-# are done, beside the first group's tail (tests/suite_order.py).
+# controller's informers then time out. The tests without a Go build run earlier, beside the Go
+# builds (tools/ci/unit.sh); the late group starts once the engine tests without a plane are done,
+# beside the first group (tests/suite_order.py).
 # The Go programs the tests start (the plane, its controllers, the pulumi CLI and its plugins) collect
 # garbage once the heap has grown by 400 % rather than Go's default 100 % (the GOGC variable,
 # runtime/mgc.go): on the admission oracle's plane (five minutes of churn, fixed seed) every process

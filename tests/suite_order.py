@@ -7,9 +7,10 @@ worker, one plane at a time within it (`--dist loadgroup`). With `--no-loadscope
 worker the next unit once two or fewer of its tests are pending (`_reschedule`). This plugin puts
 the `control-plane` group first, the tests without a plane next and the `control-plane-late`
 group last: one worker starts the first plane at once, the other works through the tests without
-a plane and only then starts the second plane. Two planes run side by side only in the tail,
-when the first worker's plane would otherwise run alone on a machine with a core to spare; two
-planes beside the rest of the suite starve each other (docs/testing.md, CI phases and timings).
+a plane and only then starts the second plane. `make unit` runs the tests without a Go build
+beforehand, beside the Go builds (tools/ci/unit.sh), so the tests without a plane left here are the
+engine's, a few minutes, and the two planes run side by side for most of the suite; what they must
+not have beside them is the rest of the suite as well (docs/testing.md, CI phases and timings).
 """
 
 from __future__ import annotations

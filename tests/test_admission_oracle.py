@@ -35,7 +35,7 @@ import secrets
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -360,6 +360,7 @@ class Env:
     warm_start: float
     running: ctl.Controllers  # checked while waiting: a dead controller fails at once, saying which
     lws: dict[str, Any] | None  # the program's rendered serving LWS (SERVING_LWS), if the stack serves
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # every object the program renders
 
 
 @pytest.fixture(scope="module")
@@ -446,6 +447,7 @@ def oracle_env(stack: str, cubes: int | None) -> Iterator[Env]:
             running.startup_seconds,
             running,
             manifests.integral(serving) if serving is not None else None,
+            bodies,
         )
 
 

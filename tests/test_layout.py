@@ -43,9 +43,9 @@ def test_the_pod_programs_are_where_their_components_ship_them_from() -> None:
     from k8s.slicing_checks import PROGRAM
     from workloads.benchmark_job import PROGRAM as BENCHMARK_PROGRAM
     from workloads.saxml import PUBLISH_SCRIPT
-    from workloads.smoke_job import SCRIPT
+    from workloads.smoke_job import SCRIPT, WATCH_SCRIPT
 
-    assert sorted({PROGRAM, PUBLISH_SCRIPT, SCRIPT, BENCHMARK_PROGRAM}) == POD_PROGRAMS
+    assert sorted({PROGRAM, PUBLISH_SCRIPT, SCRIPT, WATCH_SCRIPT, BENCHMARK_PROGRAM}) == POD_PROGRAMS
 
 
 def test_what_the_benchmark_job_ships_beside_its_program_needs_only_the_standard_library() -> None:

@@ -106,13 +106,29 @@ def test_every_container_is_hardened(run_dev: DevRunner) -> None:
                 assert set(capabilities.get("drop") or []) >= ({"NET_RAW"} if tpu else {"ALL"}), where
 
 
+def _projects_a_token(spec: Mapping[str, Any]) -> bool:
+    return any(
+        "serviceAccountToken" in source
+        for volume in spec.get("volumes") or []
+        for source in (volume.get("projected") or {}).get("sources") or []
+    )
+
+
+def _watches_slices(spec: Mapping[str, Any]) -> bool:
+    """The smoke test of serving on dynamic slices reads its Workloads (pods/slice_watch.py)."""
+    return any(env["name"] == "SMOKE_SLICE_CHECK" for c in spec["containers"] for env in c.get("env") or [])
+
+
 def test_a_token_is_mounted_only_where_the_pod_calls_the_api(run_dev: DevRunner) -> None:
-    seen = set()
+    seen, watching = set(), 0
     for plan in every_plan(run_dev):
         for name, spec in workload_pods(plan):
             seen.add(name)
             assert spec.get("automountServiceAccountToken") is (name in API_CLIENTS), name
-    assert seen >= API_CLIENTS
+            # The smoke test's slice watch projects its own token instead, into its container only.
+            assert _projects_a_token(spec) is _watches_slices(spec), name
+            watching += _watches_slices(spec)
+    assert seen >= API_CLIENTS and watching > 0
 
 
 def test_no_pod_runs_as_its_namespace_default_service_account(run_dev: DevRunner) -> None:

@@ -325,7 +325,7 @@ def test_serving_waits_for_pools_and_controllers(dev_plan: PlanResult) -> None:
 def test_smoke_test_job(dev_plan: PlanResult) -> None:
     job = dev_plan.one("kubernetes:batch/v1:Job")
     container = job.get("spec.template.spec.containers.0")
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env == {
         "SMOKE_BASE_URL": f"http://{PLACEHOLDER_GATEWAY_IP}",
         "SMOKE_MODEL": "Qwen/Qwen3.5-397B-A17B-FP8",
@@ -334,11 +334,36 @@ def test_smoke_test_job(dev_plan: PlanResult) -> None:
         "SMOKE_PREFILL_METRICS_URL": "http://vllm-prefill-leaders.llm-d-pd-disaggregation.svc.cluster.local:8000/metrics",
         # Proves decode took the prompt's KV from prefill: the decode leaders' own vLLM port.
         "SMOKE_DECODE_METRICS_URL": "http://vllm-decode-leaders.llm-d-pd-disaggregation.svc.cluster.local:8200/metrics",
+        # The slice watch (pods/slice_watch.py): the Workloads of both LeaderWorkerSets, for the
+        # slice controller's admission check, read with a projected token of the Job's account.
+        "SMOKE_SLICE_CHECK": "dev-slice",
+        "SMOKE_SLICE_OWNERS": "vllm-prefill,vllm-decode",
+        "SMOKE_KUBE_API_DIR": "/var/run/secrets/tpu-slicing/kube-api",
+        "SMOKE_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
     }
+    check = dev_plan.one("kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck")
+    assert check.get("spec.controllerName") == "accelerator.gke.io/slice"
+    assert env["SMOKE_SLICE_CHECK"] == check.get("metadata.name")
+    pod = job.get("spec.template.spec")
+    assert pod["automountServiceAccountToken"] is False
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "kube-api"]
+    assert volume["projected"]["sources"] == [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    ]
+    role = dev_plan.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "watch-role")
+    assert role.get("rules") == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list"]}
+    ]
+    binding = dev_plan.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "watch-role-binding")
+    assert binding.get("subjects") == [
+        {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": job.get("metadata.namespace")}
+    ]
     assert container["image"].startswith("python:3.12.13-slim@sha256:")
     assert job.get("spec.backoffLimit") == 0
     script = dev_plan.one("kubernetes:core/v1:ConfigMap", "script")
     assert script.get("data")["smoke_request.py"] == SMOKE_SCRIPT.read_text()
+    assert script.get("data")["slice_watch.py"] == SMOKE_SCRIPT.with_name("slice_watch.py").read_text()
     for dependency in (
         dev_plan.one(LWS, "prefill-lws"),
         dev_plan.one(LWS, "decode-lws"),

@@ -67,6 +67,11 @@ class VllmPdArgs:
     depends_on: Sequence[pulumi.Resource] = ()
 
 
+def lws_name(role: str) -> str:
+    """The LeaderWorkerSet of a role (`prefill`, `decode`)."""
+    return f"vllm-{role}"
+
+
 def pool_selector(guide: str) -> dict[str, str]:
     return {GUIDE_LABEL: guide, SERVING_LABEL: "true"}
 
@@ -157,8 +162,8 @@ def network_allowances(
         )
     for role, count in replicas.items():
         allowances += network_policies.within_groups(
-            f"vllm-{role}",
-            {network_policies.LWS_NAME_LABEL: f"vllm-{role}"},
+            lws_name(role),
+            {network_policies.LWS_NAME_LABEL: lws_name(role)},
             network_policies.LWS_GROUP_INDEX_LABEL,
             count,
         )
@@ -304,7 +309,7 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
         "metadata": {
-            "name": f"vllm-{role}",
+            "name": lws_name(role),
             "namespace": args.namespace,
             "labels": {
                 **COMMON_LABELS,
@@ -375,7 +380,7 @@ class VllmPd(pulumi.ComponentResource):
                 hpa_body(
                     args.namespace,
                     LWS_API,
-                    f"vllm-{plan.serve.role}",
+                    lws_name(plan.serve.role),
                     {GUIDE_LABEL: args.guide, ROLE_LABEL: plan.serve.role},
                     plan.autoscaler,
                 ),
@@ -393,4 +398,4 @@ class VllmPd(pulumi.ComponentResource):
             )
             for role in self.sets
         }
-        self.register_outputs({"leaderWorkerSets": [f"vllm-{role}" for role in self.sets]})
+        self.register_outputs({"leaderWorkerSets": [lws_name(role) for role in self.sets]})

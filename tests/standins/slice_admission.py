@@ -23,6 +23,16 @@ CRD here, tests/standins/gke_addons.py) per live slice, with a finalizer it remo
 after the slice's pods are gone, and only while the slice controller's Deployment exists, as only
 a running controller finalizes Slices.
 
+A slice that never comes up is played for the Workloads of the owners named in `stalled`: their
+check is not Ready, and once `activation_timeout` seconds have passed since Kueue reserved their
+quota, the check's state is set to Retry with a message naming the slice, as the real controller
+does with its `--activation-timeout` flag and UseRetryMechanismForSliceCreation gate (both in
+GKE's published manifest, k8s/slice_controller.py ARGS; the timeout is shortened here). Kueue then
+evicts the Workload and queues it again (kueue v0.19.2 pkg/controller/core/workload_controller.go
+`reconcileCheckBasedEviction`); each new reservation starts a new activation. The real controller's
+message, whether it ever answers Rejected instead, and whether it sets `requeueAfterSeconds` are
+not published: here the message is the stand-in's own, the answer is always Retry, with no delay.
+
 What it cannot show: the real controller forms the ICI links of each admitted slice (the Slice
 objects' real spec and status, their names, their scope), checks the partitions' health and may answer
 Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
@@ -94,6 +104,13 @@ class SliceAdmission(Poller):
         self.finalized = 0  # how many Slices it finalized
         self._next_labelling = 0.0
         self._gone_since: dict[str, float] = {}
+        # The owners (LeaderWorkerSet or JobSet names) whose slices never become ACTIVE, the
+        # controller's --activation-timeout, and when each stalled reservation began.
+        self.stalled: set[str] = set()
+        self.activation_timeout = 3600.0
+        self.retries: list[tuple[str, float]] = []  # (Workload, monotonic time) of each Retry answered
+        self.activations: list[tuple[str, float]] = []  # (Workload, when this stand-in saw its reservation)
+        self._activating: dict[tuple[str, str], float] = {}
 
     def _status(self, path: str, body: dict[str, Any]) -> None:
         self.plane.request(
@@ -228,25 +245,48 @@ class SliceAdmission(Poller):
             if conditions.get("QuotaReserved") != "True" or conditions.get("Evicted") == "True":
                 continue
             states = {s["name"]: s.get("state") for s in workload.get("status", {}).get("admissionChecks") or []}
-            todo = [name for name in checks if name in states and states[name] != "Ready"]
+            todo = [name for name in checks if name in states and states[name] not in ("Ready", "Retry")]
             if not todo:
                 continue
             meta = workload["metadata"]
+            state, message = "Ready", "stand-in: slice ready"
+            if self._stalled(workload):
+                if not self._timed_out(workload):
+                    continue
+                state = "Retry"
+                message = (
+                    f"Slice {_slice_name(meta['uid'])} did not become ACTIVE within the activation timeout "
+                    f"({self.activation_timeout:g}s; stand-in: tests/standins/slice_admission.py)"
+                )
+                self.retries.append((meta["name"], time.monotonic()))
             body = {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "Workload",
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
                 "status": {
                     "admissionChecks": [
-                        {
-                            "name": name,
-                            "state": "Ready",
-                            "message": "stand-in: slice ready",
-                            "lastTransitionTime": _now(),
-                        }
+                        {"name": name, "state": state, "message": message, "lastTransitionTime": _now()}
                         for name in todo
                     ]
                 },
             }
             self._status(f"{KUEUE}/namespaces/{meta['namespace']}/workloads/{meta['name']}", body)
-            self.readied += len(todo)
+            if state == "Ready":
+                self.readied += len(todo)
+
+    def _stalled(self, workload: dict[str, Any]) -> bool:
+        owners = workload["metadata"].get("ownerReferences") or []
+        return any(o.get("kind") in ("LeaderWorkerSet", "JobSet") and o.get("name") in self.stalled for o in owners)
+
+    def _timed_out(self, workload: dict[str, Any]) -> bool:
+        """Whether this reservation's activation has outlasted the timeout (one per reservation:
+        the QuotaReserved condition's transition time)."""
+        reserved = next(
+            c.get("lastTransitionTime", "") for c in workload["status"]["conditions"] if c["type"] == "QuotaReserved"
+        )
+        key = (workload["metadata"]["uid"], reserved)
+        if key not in self._activating:
+            self._activating[key] = time.monotonic()
+            self.activations.append((workload["metadata"]["name"], self._activating[key]))
+        began = self._activating[key]
+        return time.monotonic() - began >= self.activation_timeout

@@ -19,6 +19,12 @@ loop ends it, as the kubelet ends a container:
   the log's last 80 lines, at most its last 2048 bytes (`readLastStringFromContainerLogs`,
   pkg/kubelet/container/runtime.go `MaxContainerTerminationMessageLogLines`/`...LogLength`).
 
+Running the script, it plays the kubelet's part of the container's world: the `kubernetes` Service's
+address in KUBERNETES_SERVICE_HOST and _PORT (here the API server's own: no kube-proxy), `fieldRef`
+variables of the pod's own metadata, and each projected volume written under a directory of its own
+(a ServiceAccount token from the TokenRequest API bound to the pod, as the kubelet asks for one, and
+ConfigMap keys), with every variable that names a mount path pointed at that directory instead.
+
 What it cannot show: the script against a real gateway, the image's Python, the pod's security
 context and read-only root file system, a pod killed by its active deadline. A leader that crashes
 makes jetstream-http answer 500, which the script retries until its deadline (hours by the serving
@@ -122,9 +128,17 @@ class JobPods(ServingPoller):
             "GET", f"/api/v1/namespaces/{self.namespace}/configmaps/{volume['configMap']['name']}"
         )
         script_name = container["command"][-1].rsplit("/", 1)[-1]
+        for name, text in config["data"].items():  # every key: a script may load a sibling
+            (self._dir / name).write_text(text)
         script = self._dir / script_name
-        script.write_text(config["data"][script_name])
-        env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        env = {e["name"]: self._env_value(pod, e) for e in container.get("env") or []}
+        mounts = self._projected(pod, container)
+        for name, value in env.items():
+            for path, there in mounts.items():
+                if value == path or value.startswith(path + "/"):
+                    env[name] = str(there) + value[len(path) :]
+        host, port = self.plane.server.removeprefix("https://").rsplit(":", 1)
+        env |= {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
         done = subprocess.run(
             [sys.executable, str(script)],
             env={**env, **overrides, "PATH": "/usr/bin:/bin"},
@@ -136,16 +150,80 @@ class JobPods(ServingPoller):
         )
         return done.returncode, done.stdout
 
+    @staticmethod
+    def _env_value(pod: dict[str, Any], var: dict[str, Any]) -> str:
+        field = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field is None:
+            return str(var.get("value", ""))
+        if field not in ("metadata.namespace", "metadata.name"):
+            raise NotImplementedError(f"the stand-in kubelet does not resolve fieldRef {field}")
+        return str(pod["metadata"][field.split(".", 1)[1]])
+
+    def _projected(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Path]:
+        """Each projected volume the container mounts, written under its own directory: mount path to it."""
+        volumes = {v["name"]: v["projected"] for v in pod["spec"].get("volumes") or [] if v.get("projected")}
+        meta, namespace = pod["metadata"], pod["metadata"]["namespace"]
+        mounts = {}
+        for mount in container.get("volumeMounts") or []:
+            projected = volumes.get(mount["name"])
+            if projected is None:
+                continue
+            there = self._dir / f"{meta['name']}-{mount['name']}"
+            there.mkdir(exist_ok=True)
+            for source in projected["sources"]:
+                if "serviceAccountToken" in source:
+                    token = source["serviceAccountToken"]
+                    request = {
+                        "apiVersion": "authentication.k8s.io/v1",
+                        "kind": "TokenRequest",
+                        "spec": {
+                            "expirationSeconds": token.get("expirationSeconds", 3600),
+                            "boundObjectRef": {
+                                "apiVersion": "v1",
+                                "kind": "Pod",
+                                "name": meta["name"],
+                                "uid": meta["uid"],
+                            },
+                            **({"audiences": [token["audience"]]} if token.get("audience") else {}),
+                        },
+                    }
+                    account = pod["spec"].get("serviceAccountName") or "default"
+                    issued = self.plane.request(
+                        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request
+                    )
+                    (there / token["path"]).write_text(issued["status"]["token"])
+                elif "configMap" in source:
+                    name = source["configMap"]["name"]
+                    data = self.plane.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")["data"]
+                    for item in source["configMap"].get("items") or [{"key": k, "path": k} for k in data]:
+                        (there / item["path"]).write_text(data[item["key"]])
+                else:
+                    raise NotImplementedError(f"the stand-in kubelet does not project {sorted(source)}")
+            mounts[mount["mountPath"]] = there
+        return mounts
+
+
+class _Unavailable(JsonHandler):
+    """The internal Gateway while no model server is ready: 503 (retried by the script)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_json(503, {"error": "no healthy upstream"})
+
 
 class SmokePods(JobPods):
     """Ends each running pod of the smoke Job: passes it, or runs it against a wrong gateway."""
 
     name = "smoke-pod-stand-in"
 
-    def __init__(self, plane: cp.ControlPlane, namespace: str, job: str, api: str = OPENAI_API) -> None:
+    def __init__(
+        self, plane: cp.ControlPlane, namespace: str, job: str, api: str = OPENAI_API, *, unavailable: bool = False
+    ) -> None:
         super().__init__(plane, namespace, job)
         self.failing = False
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FRONTS[api])
+        # `unavailable`: the gateway answers 503 as long as the script asks (no model server ready).
+        front = _Unavailable if unavailable else FRONTS[api]
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), front)
 
     def outcome(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, str]:
         if not self.failing:
