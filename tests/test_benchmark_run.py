@@ -29,6 +29,10 @@ from plan.engine import PlanResult
 from tests.conftest import DevRunner, dev_raw, merged
 from tests.standins import benchmark_pod, gcs_uploads, vllm_openai
 
+# One worker for the module: under `--dist loadgroup` its tests would otherwise be spread over both
+# workers, each running the module fixture's two benchmark Jobs (about 110 s each, a cold CI run).
+pytestmark = pytest.mark.xdist_group("benchmark-run")
+
 BENCHMARK = {"enabled": True, "rates": [4], "repetitions": 2, "stageSeconds": 10, "inputTokens": 64}
 FAST, SLOW = vllm_openai.Speed(0.02, 0.002), vllm_openai.Speed(0.2, 0.02)
 OUTPUT_TOKENS = 32

@@ -50,7 +50,7 @@ def test_the_smoke_deadline_outlasts_activation_and_startup(dev_plan: PlanResult
     probe = _leader(dev_plan, "prefill")["startupProbe"]
     startup = probe["periodSeconds"] * probe["failureThreshold"]
     job = dev_plan.one("kubernetes:batch/v1:Job")
-    env = {e["name"]: e["value"] for e in job.get("spec.template.spec.containers.0.env")}
+    env = {e["name"]: e["value"] for e in job.get("spec.template.spec.containers.0.env") if "value" in e}
     deadline = int(env["SMOKE_DEADLINE_SECONDS"])
     assert deadline >= activation + startup + BUDGET.admission_and_pull_seconds, (deadline, activation, startup)
     assert job.get("spec.activeDeadlineSeconds") > deadline  # the Job outlives its program's own deadline
