@@ -4,7 +4,8 @@ retrying the gateway until its deadline.
 
 Shipped beside smoke_request.py in the smoke test's ConfigMap (workloads/smoke_job.py) and run on
 the same stock image: standard library only. smoke_request.py loads it from its own directory when
-SMOKE_SLICE_CHECK is set, and asks it between two attempts (every WATCH_SECONDS while it waits).
+SMOKE_SLICE_CHECK is set, and asks it between two attempts (every WATCH_SECONDS of smoke_request.py
+while it waits).
 
 Why: GKE's slice controller gives a slice `--activation-timeout` to become ACTIVE
 (k8s/slice_controller.py passes the 60 minutes of GKE's dynamic-slicing guide, with the
@@ -48,7 +49,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-WATCH_SECONDS = 5.0  # how often a waiting smoke test reads the Workloads
 REQUEST_SECONDS = 10.0
 TOKEN_FILE = "token"
 CA_FILE = "ca.crt"

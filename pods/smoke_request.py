@@ -178,7 +178,7 @@ PREFILL_PROMPT_BYTES = 2048
 JITTER_FRACTION = 0.1
 SAMPLE_CHARS = 200
 SNIPPET_CHARS = 200
-# How often the waits between attempts ask the slice watch (slice_watch.WATCH_SECONDS).
+# How often the waits between attempts ask the slice watch (slice_watch.py).
 WATCH_SECONDS = 5.0
 # vLLM answers are small; a cap keeps a misbehaving proxy from eating memory.
 MAX_BODY_BYTES = 1024 * 1024
