@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(rollout.table(outcomes)))
+    for failure in rollout.failures(outcomes):
+        print(f"\n{failure}")
     return 0 if all(o.result == "succeeded" for o in outcomes) else 1
 
 

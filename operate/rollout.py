@@ -19,14 +19,18 @@ person's Ctrl-C does) leaves each stack in a state the README's Troubleshooting 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 POLICY_PACK = "policy"
+# A failed step's message in the summary table: its start (the resource) and its end (the verdict);
+# the whole text is the outcome's `detail`, printed below the table.
+MESSAGE_HEAD, MESSAGE_TAIL = 300, 500
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class Outcome:
     changes: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     message: str = ""
+    detail: str = ""  # a failure's whole text, where `message` is its one-line start and end
 
 
 class Runner(Protocol):
@@ -66,8 +71,11 @@ def _timed(operation: str, stack: str, step: Step) -> Outcome:
     try:
         changes = step(stack)
     except Exception as err:  # one stack's failure is its outcome, not the rollout's end
-        message = " ".join(str(err).split())
-        return Outcome(stack, operation, "failed", {}, time.monotonic() - started, message[-300:])
+        detail = str(err).strip()
+        message = " ".join(detail.split())
+        if len(message) > MESSAGE_HEAD + MESSAGE_TAIL:
+            message = f"{message[:MESSAGE_HEAD]} … {message[-MESSAGE_TAIL:]}"
+        return Outcome(stack, operation, "failed", {}, time.monotonic() - started, message, detail)
     return Outcome(stack, operation, "succeeded", dict(changes), time.monotonic() - started)
 
 
@@ -104,6 +112,11 @@ def rollout(
     return outcomes
 
 
+def failures(outcomes: Sequence[Outcome]) -> list[str]:
+    """Each failed step's whole text, for below the table."""
+    return [f"{o.stack} {o.operation}: {o.detail}" for o in outcomes if o.result == "failed" and o.detail]
+
+
 def table(outcomes: Sequence[Outcome]) -> list[str]:
     header = ("stack", "operation", "result", "changes", "seconds", "message")
     rows = [header] + [
@@ -137,11 +150,51 @@ class AutomationRunner:
         return automation.create_or_select_stack(stack_name=name, work_dir=str(self.work_dir), opts=options)
 
     def preview(self, stack: str) -> Mapping[str, int]:
-        result = self._stack(stack).preview(policy_packs=[POLICY_PACK])
+        errors = Errors()
+        try:
+            result = self._stack(stack).preview(policy_packs=[POLICY_PACK], on_event=errors.on_event)
+        except Exception as err:
+            raise RuntimeError(errors.explain("preview", err)) from None
         return {str(getattr(op, "value", op)): count for op, count in result.change_summary.items()}
 
     def up(self, stack: str) -> Mapping[str, int]:
-        result = self._stack(stack).up(policy_packs=[POLICY_PACK])
+        errors = Errors()
+        try:
+            result = self._stack(stack).up(policy_packs=[POLICY_PACK], on_event=errors.on_event)
+        except Exception as err:
+            raise RuntimeError(errors.explain("up", err)) from None
         if result.summary.result != "succeeded":
-            raise RuntimeError(f"pulumi up {result.summary.result}: {result.stderr[-300:]}")
+            raise RuntimeError(errors.explain("up", RuntimeError(f"{result.summary.result}: {result.stderr}")))
         return dict(result.summary.resource_changes or {})
+
+
+_URN = re.compile(r"urn:pulumi:[^\s\"']+")
+_MARKUP = re.compile(r"<\{%[^%]*%\}>")  # the CLI's colour tags in event messages (sdk/go/common/diag/colors)
+
+
+def _resource(urn: str) -> str:
+    """`urn:pulumi:<stack>::<project>::<parent type>$<type>::<name>` -> "<kind> <name>"."""
+    head, _, name = urn.rpartition("::")
+    kind = head.rpartition("::")[2].rpartition("$")[2].rpartition(":")[2]
+    return f"{kind} {name}".strip()
+
+
+class Errors:
+    """The error diagnostics of one operation, from the engine's event stream: each names its resource,
+    so a failed step says which resource failed and why (the smoke Job and its last log lines), where
+    the CLI's output ends with its summary of outputs and counts."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def on_event(self, event: Any) -> None:
+        diagnostic = getattr(event, "diagnostic_event", None)
+        if diagnostic is None or diagnostic.severity != "error":
+            return
+        text = _URN.sub(lambda match: _resource(match.group(0)), _MARKUP.sub("", diagnostic.message)).strip()
+        self.found.append(f"{_resource(diagnostic.urn)}: {text}" if diagnostic.urn else text)
+
+    def explain(self, operation: str, err: Exception) -> str:
+        if self.found:
+            return f"pulumi {operation} failed: " + "\n".join(self.found)
+        return f"pulumi {operation} failed: {str(err).strip()}"

@@ -1,19 +1,19 @@
-"""The fleet rollout's rules (operate/rollout.py), with a runner that records what it was asked."""
+"""The fleet rollout's rules (operate/rollout.py), with a runner that records what it was asked; the
+real engine runs them on two planes in tests/test_rollout_plane.py."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pulumi.automation import events
 
 from operate import rollout
-from tests.engine import Engine, EngineMissingError, readme_stack
-from tests.test_real_engine import PROJECT_ID, TOKEN
 
 STACKS = ["dev", "dev-b", "jetstream-v5e", "saxml-v5e"]
 
@@ -110,30 +110,41 @@ def test_the_summary_table_has_a_row_per_step() -> None:
     assert len(lines) == 5 and "update 1" in lines[3]
 
 
-def test_the_automation_api_previews_two_stacks_at_once_with_the_real_engine(tmp_path: Path) -> None:
-    """dev and dev-b (one block, disjoint sub-blocks), each a new stack made with the README's
-    commands, previewed concurrently through pulumi.automation by the real CLI with the policy pack,
-    against the GCP stand-in. Cost: about 40 s on one worker."""
-    try:
-        engine = Engine.create(tmp_path / "engine")
-    except EngineMissingError as err:
-        pytest.skip(str(err))
-    workspaces = {
-        stack: readme_stack(engine, stack, "rollout", project=PROJECT_ID, token=TOKEN) for stack in ("dev", "dev-b")
-    }
-    runners = {
-        stack: rollout.AutomationRunner(ws.root, {**engine.env, **ws.env}, cli_root=engine.base)
-        for stack, ws in workspaces.items()
-    }
+def _diagnostic(severity: str, message: str, urn: str | None = None) -> Any:
+    """An event as the CLI's event log writes it (sdk/go/common/apitype/events.go DiagnosticEvent)."""
+    body: dict[str, Any] = {"message": message, "color": "never", "severity": severity}
+    if urn is not None:
+        body["urn"] = urn
+    return events.EngineEvent.from_json({"sequence": 1, "timestamp": 1, "diagnosticEvent": body})
 
-    class PerStack:
-        def preview(self, stack: str) -> Mapping[str, int]:
-            return runners[stack.removesuffix("-new")].preview(stack)
 
+def test_a_failed_step_names_the_failing_resource_and_why_not_the_clis_summary() -> None:
+    errors = rollout.Errors()
+    job = "urn:pulumi:dev::tpu-slicing::tpu-slicing:serving:Smoke$kubernetes:batch/v1:Job::serving-smoke-test"
+    errors.on_event(_diagnostic("info", "creating", job))
+    errors.on_event(_diagnostic("error", "<{%fg 1%}>Job failed<{%reset%}>:\n  smoke test failed: 404\n", job))
+    errors.on_event(_diagnostic("error", "update failed"))
+    errors.on_event(_diagnostic("error", f'resource "{job}" was created but failed', job))
+    summary = "Outputs: gatewayIp: 10.250.0.1 ... Resources: + 118 created 2 errored Duration: 19s"
+    message = errors.explain("up", RuntimeError(summary))
+    assert message == (
+        "pulumi up failed: Job serving-smoke-test: Job failed:\n  smoke test failed: 404\nupdate failed\n"
+        'Job serving-smoke-test: resource "Job serving-smoke-test" was created but failed'
+    )
+    # Without a diagnostic the CLI's own words are all there is.
+    assert rollout.Errors().explain("up", RuntimeError(summary)) == f"pulumi up failed: {summary}"
+
+
+def test_a_long_failure_keeps_its_start_and_end_in_the_table_and_all_of_it_below() -> None:
+    text = "pulumi up failed: Job job: Resource 'serving-smoke-test' failed\n" + "log line\n" * 400 + "verdict"
+
+    class Long(Recorder):
         def up(self, stack: str) -> Mapping[str, int]:
-            raise AssertionError("no up in a preview")
+            raise RuntimeError(text)
 
-    outcomes = rollout.preview_all(PerStack(), ["dev-new", "dev-b-new"], parallel=2)
-    assert [(o.stack, o.result) for o in outcomes] == [("dev-b-new", "succeeded"), ("dev-new", "succeeded")], outcomes
-    for outcome in outcomes:
-        assert set(outcome.changes) == {"create"} and outcome.changes["create"] > 50, outcome
+    outcomes = rollout.rollout(Long(), ["dev"])
+    failed = next(o for o in outcomes if o.operation == "up")
+    assert failed.message.startswith("pulumi up failed: Job job: Resource 'serving-smoke-test' failed log line")
+    assert failed.message.endswith("log line verdict") and " … " in failed.message
+    assert len(failed.message) == rollout.MESSAGE_HEAD + len(" … ") + rollout.MESSAGE_TAIL
+    assert rollout.failures(outcomes) == [f"dev up: {text}"]
