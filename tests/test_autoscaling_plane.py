@@ -52,6 +52,7 @@ from tests.test_admission_oracle import (
     STACK,
     Env,
     Observed,
+    _condition,
     _observe,
     _past_the_last_reservation_second,
     _settle,
@@ -217,11 +218,7 @@ def _until_the_check_is_admitted_again(env: Env, names: list[str], timeout: floa
     while time.monotonic() < deadline:
         env.running.check_alive()
         workloads = _workloads(env)
-        check = workloads.get("subslicing-check", {})
-        admitted = any(
-            c["type"] == "Admitted" and c["status"] == "True" for c in check.get("status", {}).get("conditions") or []
-        )
-        if set(workloads) == set(names) and admitted:
+        if set(workloads) == set(names) and _condition(workloads["subslicing-check"], "Admitted") == "True":
             return
         time.sleep(0.2)
 
