@@ -21,7 +21,7 @@ export TPU_SLICING_ESC_VALUES := $(value ESC_VALUES)
 unexport ESC_VALUES
 endif
 
-.PHONY: plan preview test check lint unit bench lock clean diff graph docs schema stacks fleet engine controlplane loadgen crds gcpdata policy-venv real-preview
+.PHONY: plan preview test check flake-check lint unit bench lock clean diff graph docs schema stacks fleet engine controlplane loadgen crds gcpdata policy-venv real-preview
 
 $(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -120,6 +120,10 @@ test:
 ## check: lint, type-check and every test that needs no Go build, in minutes (make test is what CI runs)
 check: lint $(VENV)/.dev crds gcpdata policy/venv/.ready
 	$(PY) -m pytest $(SUITE) -m "not go_built"
+
+## flake-check: run each plane module changed since $(BASE) RUNS times (default 3) with one core held busy; ALL=1 for every plane module
+flake-check: $(VENV)/.dev engine controlplane crds gcpdata policy/venv/.ready loadgen
+	$(PY) tools/ci/flake_check.py --base="$$TPU_SLICING_BASE" $(if $(ALL),--all) $(if $(RUNS),--runs=$(RUNS))
 
 lint: $(VENV)/.dev
 	$(PHASE) "lint ruff" $(VENV)/bin/ruff check .

@@ -68,9 +68,9 @@ def test_kueue_admits_what_the_stack_plan_says(stack_env: Env) -> None:
     assert scenario.workloads, f"{scenario.name} has no TPU workloads to compare"
     section = _section(stack_env)
     assert not tied_preemptions(section), "the stack's outcome rests on a tie Kueue breaks by UID"
-    observed = run_in_kueue(stack_env, scenario)
-    kueue = kueue_verdicts(scenario, observed)
     plan = model_verdicts(scenario, section)
+    observed = run_in_kueue(stack_env, scenario, plan)
+    kueue = kueue_verdicts(scenario, observed)
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
     print(f"\n{scenario.name} {scenario.workloads}: plan {plan}\n  kueue {kueue} cubes {where}", file=sys.stderr)
     assert kueue == plan, f"{scenario.name}: the plan says {plan}, Kueue did {kueue} (cubes {where})"

@@ -22,8 +22,8 @@ and a group of one worker (2x2x2) has its two pods replaced one by one, the know
 tests/test_slice_recovery.py, so it may come back split across partitions (A9).
 
 What is not played: the grace periods before the node lifecycle controller and the taint manager
-act (tests/standins/tpu_host.py); the slice controller noticing a failed Slice. Cost: about 35 s
-with the plane's start, in the late plane group.
+act (tests/standins/tpu_host.py); the slice controller noticing a failed Slice. Cost: about 45 s
+with the plane's start, in the first plane group.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ from tests.test_admission_oracle import (
 )
 from tests.test_slice_recovery import _node_failures
 
-# The late plane: its group keeps the two workers' sums closest (tests/suite_order.py, CONTRIBUTING.md).
-pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)
+# The first plane group: with the oracle's arrivals waiting for the preview's verdicts instead of
+# a quiet period, it keeps the two workers' sums closest (tests/suite_order.py, CONTRIBUTING.md).
+pytestmark = pytest.mark.xdist_group(cp.XDIST_GROUP)
 
 STACK, CUBES = "dev", 2
 SCENARIO = Scenario(
@@ -80,6 +81,7 @@ class Phase:
     duplicates: list[str] = field(default_factory=list)  # a group with more than one Workload
     stuck: list[str] = field(default_factory=list)  # a Workload neither admitted nor judged waiting
     left: list[str] = field(default_factory=list)  # pods still on a failed host
+    on_failed: list[str] = field(default_factory=list)  # Workloads admitted on, or recording, a failed host
     error: str = ""
 
 
@@ -93,12 +95,12 @@ class Story:
         return next(p for p in self.phases if p.name == name)
 
 
-def _prediction(env: Env, faults: list[admission.CubeFault]) -> admission.Prediction:
+def _prediction(env: Env, faults: list[admission.CubeFault], scenario: Scenario = SCENARIO) -> admission.Prediction:
     priorities = dict(env.config.kueue.priorities.items())
-    order = {name: i for i, (name, *_) in enumerate(SCENARIO.workloads)}
+    order = {name: i for i, (name, *_) in enumerate(scenario.workloads)}
     requests = [
         admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order[lws or name], lws)
-        for name, level, shape, slices, lws in SCENARIO.requests()
+        for name, level, shape, slices, lws in scenario.requests()
     ]
     return admission.predict(requests, CUBES, env.config.tpu.generation, faults)
 
@@ -144,14 +146,42 @@ def _record(env: Env, phase: Phase, failed_hosts: list[str]) -> None:
     )
 
 
+def _on_failed_hosts(env: Env, observed: Mapping[str, Observed], failed_hosts: list[str]) -> list[str]:
+    """The Workloads Kueue has not yet moved off the failed hosts: admitted on one of them, or with
+    one recorded in `status.unhealthyNodes`.
+
+    The verdicts alone cannot tell: they do not name cubes, and while one group still sits on the
+    failed cube the healthy one holds the other three with a partition free, which reads the same.
+    Kueue v0.19.2's TAS node controller has one worker (pkg/controller/tas/node_controller.go,
+    no `Node` entry in groupKindConcurrency) and evicts a Workload for NodeFailures only at its
+    second failed node (`evictWorkloadIfNeeded`), or the scheduler does once no replacement for
+    the first is found, at least a second after it was recorded (pkg/cache/queue
+    second_pass_queue.go); on a loaded machine one group's eviction came after the others had
+    settled (a cold CI run read `spare/0` with no NodeFailures eviction). Readmission off the
+    failed hosts follows that eviction, whose count is written in the same apply as Evicted=True
+    (pkg/workload/evict/evict.go), so once this is empty the counts read are final."""
+    failed = set(failed_hosts)
+    if not failed:
+        return []
+    workloads = _workloads(env)
+    return sorted(
+        name
+        for name, o in observed.items()
+        if (o.state == "admitted" and failed & set(o.hosts))
+        or failed & {n.get("name") for n in workloads[name].get("status", {}).get("unhealthyNodes") or []}
+    )
+
+
 def _judge(env: Env, phase: Phase, expected: dict[str, str], started: float, failed_hosts: list[str]) -> None:
-    """Wait until Kueue shows the preview's verdicts or the deadline passes, then until its state holds
-    still for FINAL_QUIET, and record Kueue's verdicts then: a disagreement is what Kueue settled on."""
+    """Wait until Kueue shows the preview's verdicts with no Workload left on a failed host, or the
+    deadline passes, then until its state holds still for FINAL_QUIET, and record Kueue's verdicts
+    then: a disagreement is what Kueue settled on."""
     names = _names()
     phase.model = expected
 
     def agrees() -> bool:
-        return kueue_verdicts(SCENARIO, _observe(env, names)) == expected
+        observed = _observe(env, names)
+        return kueue_verdicts(SCENARIO, observed) == expected and not _on_failed_hosts(env, observed, failed_hosts)
 
     try:
         env.plane.wait_for(f"Kueue's verdicts after '{phase.name}'", agrees, RECOVERY_TIMEOUT, 0.2)
@@ -159,16 +189,21 @@ def _judge(env: Env, phase: Phase, expected: dict[str, str], started: float, fai
     except cp.ControlPlaneError as err:
         phase.error = str(err)
     _settle(env, names, FINAL_QUIET)
-    phase.kueue = kueue_verdicts(SCENARIO, _observe(env, names))
+    observed = _observe(env, names)
+    phase.kueue = kueue_verdicts(SCENARIO, observed)
+    phase.on_failed = _on_failed_hosts(env, observed, failed_hosts)
     _record(env, phase, failed_hosts)
 
 
 def _run(env: Env, story: Story) -> None:
     loaded = Phase("full load")
     story.phases.append(loaded)
-    observed = run_in_kueue(env, SCENARIO)
     planned = _prediction(env, [])
-    loaded.model, loaded.kueue = model_verdicts(SCENARIO, planned), kueue_verdicts(SCENARIO, observed)
+    loaded.model = model_verdicts(SCENARIO, planned)
+    observed = run_in_kueue(
+        env, SCENARIO, loaded.model, lambda so_far: model_verdicts(so_far, _prediction(env, [], so_far))
+    )
+    loaded.kueue = kueue_verdicts(SCENARIO, observed)
     (story.model_cube,) = {p.cube for p in planned.placements if p.workload.startswith("decode/")}
     cubes = {c for name, o in observed.items() if name.startswith("decode/") for c in o.cubes}
     if loaded.model != loaded.kueue or len(cubes) != 1:
@@ -226,7 +261,7 @@ def test_a_failed_cube_evicts_its_groups_which_preempt_lower_work_as_the_preview
     preempts batch and spare fits beside it; batch waits. Nothing is duplicated, stuck or left on
     the failed hosts."""
     failed = _phase(story, "fails")
-    assert not failed.error and failed.kueue == failed.model, failed
+    assert not failed.error and failed.kueue == failed.model and not failed.on_failed, failed
     assert failed.model == {
         "batch": "pending*",
         "decode": "admitted admitted (0 preempted)",

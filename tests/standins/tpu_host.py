@@ -118,7 +118,10 @@ def _unreachable(plane: cp.ControlPlane, host: str) -> None:
     }
     plane.request("PATCH", f"/api/v1/nodes/{host}", body, content_type=MERGE)
     # kwok may write Ready back until it has seen its annotation go: wait until two reads in a row
-    # find Unknown (each read writes it again if not).
+    # find Unknown (each read writes it again if not). No object shows that kwok's informer has
+    # seen the annotation go, so this is a count of reads, not a condition (CONTRIBUTING.md, The
+    # flake rule); a late write-back can only keep Kueue from evicting, which the stories' waits
+    # report as a verdict that never came, never as a pass.
     plane.wait_for(f"{host} Ready Unknown", lambda: all(_unknown(plane, host) for _ in range(2)), 60)
 
 
