@@ -32,6 +32,7 @@ import contextlib
 import copy
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -378,6 +379,25 @@ def _ready(port: int) -> bool:
         return False
 
 
+def _handlers_serve(configurations: Sequence[Mapping[str, Any]], ca_bundle: bytes) -> bool:
+    """Every webhook of `configurations` answers at its URL as a registered handler does: any status
+    but 404 (an empty review is refused with 400, or answered with an error inside a 200)."""
+    context = ssl.create_default_context(cadata=ca_bundle.decode())
+    for configuration in configurations:
+        for webhook in configuration.get("webhooks") or []:
+            url = webhook["clientConfig"]["url"]
+            request = urllib.request.Request(url, b"{}", {"Content-Type": "application/json"}, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=2, context=context):
+                    pass
+            except urllib.error.HTTPError as err:
+                if err.code == 404:
+                    return False
+            except (urllib.error.URLError, OSError):
+                return False
+    return True
+
+
 @contextlib.contextmanager
 def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = False) -> Iterator[Controllers]:
     """Install the CRDs, start Kueue, JobSet and LWS and the slice stand-in; stop them all on exit."""
@@ -419,8 +439,23 @@ def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = 
                 plane.wait_for(f"{name} /readyz", ready, timeout)
             except cp.ControlPlaneError as err:
                 raise cp.ControlPlaneError(f"{err}\n--- {name} log ---\n{running.log_tail(name)}") from None
-            # Webhooks fail closed: register them only once their server answers.
-            running.webhooks += _register_webhooks(plane, webhook_configurations(name, ports[name], ca_bundle))
+            # Webhooks fail closed: register them only once their handlers answer. /readyz is not
+            # enough: JobSet v0.12.0 reports ready once its certificates are in place and the webhook
+            # server listens, while a goroutine registers the handlers after setting up its
+            # controllers (main.go `go setupControllers`, `setupHealthzAndReadyzCheck`); a JobSet
+            # posted in between was refused, "failed calling webhook ...: the server could not find
+            # the requested resource" (the handler's path answered 404).
+            configurations = webhook_configurations(name, ports[name], ca_bundle)
+
+            def serving(configurations: list[dict[str, Any]] = configurations) -> bool:
+                running.check_alive()
+                return _handlers_serve(configurations, ca_bundle)
+
+            try:
+                plane.wait_for(f"{name}'s webhook handlers", serving, timeout)
+            except cp.ControlPlaneError as err:
+                raise cp.ControlPlaneError(f"{err}\n--- {name} log ---\n{running.log_tail(name)}") from None
+            running.webhooks += _register_webhooks(plane, configurations)
             running.timings[name] = time.monotonic() - started
         running.stand_in = slice_admission.SliceAdmission(plane)
         running.stand_in.start()

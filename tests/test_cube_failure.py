@@ -168,7 +168,7 @@ def _on_failed_hosts(env: Env, observed: Mapping[str, Observed], failed_hosts: l
         name
         for name, o in observed.items()
         if (o.state == "admitted" and failed & set(o.hosts))
-        or failed & {n.get("name") for n in workloads[name].get("status", {}).get("unhealthyNodes") or []}
+        or failed & {n.get("name") for n in workloads.get(name, {}).get("status", {}).get("unhealthyNodes") or []}
     )
 
 
