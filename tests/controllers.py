@@ -430,15 +430,6 @@ def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = 
             argv = _command(name, config, kubeconfig, workdir, cert_dir)
             running.processes[name] = _start(workdir, name, argv)
         for name in CONTROLLERS:
-
-            def ready(name: str = name) -> bool:
-                running.check_alive()
-                return _ready(health[name])
-
-            try:
-                plane.wait_for(f"{name} /readyz", ready, timeout)
-            except cp.ControlPlaneError as err:
-                raise cp.ControlPlaneError(f"{err}\n--- {name} log ---\n{running.log_tail(name)}") from None
             # Webhooks fail closed: register them only once their handlers answer. /readyz is not
             # enough: JobSet v0.12.0 reports ready once its certificates are in place and the webhook
             # server listens, while a goroutine registers the handlers after setting up its
@@ -447,12 +438,12 @@ def controllers(plane: cp.ControlPlane, *, timeout: float = 180.0, keep: bool = 
             # the requested resource" (the handler's path answered 404).
             configurations = webhook_configurations(name, ports[name], ca_bundle)
 
-            def serving(configurations: list[dict[str, Any]] = configurations) -> bool:
+            def ready(name: str = name, configurations: list[dict[str, Any]] = configurations) -> bool:
                 running.check_alive()
-                return _handlers_serve(configurations, ca_bundle)
+                return _ready(health[name]) and _handlers_serve(configurations, ca_bundle)
 
             try:
-                plane.wait_for(f"{name}'s webhook handlers", serving, timeout)
+                plane.wait_for(f"{name} /readyz and its webhook handlers", ready, timeout)
             except cp.ControlPlaneError as err:
                 raise cp.ControlPlaneError(f"{err}\n--- {name} log ---\n{running.log_tail(name)}") from None
             running.webhooks += _register_webhooks(plane, configurations)

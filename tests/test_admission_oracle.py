@@ -735,18 +735,24 @@ def _past_the_last_reservation_second(env: Env) -> None:
 
 
 def _arrived(
-    env: Env, scenario: Scenario, names: Sequence[str], expected: Mapping[str, str], shapes: Mapping[str, Any]
+    env: Env,
+    scenario: Scenario,
+    names: Sequence[str],
+    expected: Mapping[str, str],
+    shapes: Mapping[str, Any],
+    *,
+    timeout: float = ARRIVAL_TIMEOUT,
 ) -> None:
-    """Wait until Kueue has placed the arrivals so far as the preview places them (every workload
-    seen by the scheduler, none between reservation and admission or being evicted, the verdicts
-    the preview's), or ARRIVAL_TIMEOUT passes; then, if it never agreed, until it holds still, so
-    the disagreement is compared at the end."""
+    """Wait until Kueue has placed the arrivals so far as `expected` says (every workload seen by
+    the scheduler, none between reservation and admission or being evicted, the verdicts
+    `expected`), or `timeout` passes; then, if it never agreed, until it holds still, so the
+    disagreement is compared at the end."""
 
     def placed() -> bool:
         return _snapshot(env, names, shapes) is not None and kueue_verdicts(scenario, _observe(env, names)) == expected
 
     try:
-        env.plane.wait_for(f"Kueue to place the arrivals of '{scenario.name}'", placed, ARRIVAL_TIMEOUT, 0.1)
+        env.plane.wait_for(f"Kueue to place the arrivals of '{scenario.name}'", placed, timeout, 0.1)
     except cp.ControlPlaneError:
         _settle(env, names, shapes=shapes)
 
@@ -791,18 +797,18 @@ def run_in_kueue(
             so_far = Scenario(scenario.name, scenario.workloads[:arrived], scenario.lws)
             _arrived(env, so_far, names, preview(so_far), shapes)
     if expected is not None:
-
-        def agrees() -> bool:
-            return set(names) <= set(_workloads(env)) and kueue_verdicts(scenario, _observe(env, names)) == expected
-
-        with contextlib.suppress(cp.ControlPlaneError):
-            env.plane.wait_for(f"Kueue's verdicts on '{scenario.name}'", agrees, AGREE_TIMEOUT, 0.2)
+        _arrived(env, scenario, names, expected, shapes, timeout=AGREE_TIMEOUT)
     _settle(env, names, FINAL_QUIET, shapes=shapes)
     return _observe(env, names)
 
 
 def run_model(env: Env, scenario: Scenario) -> admission.Prediction:
     return _predict(env.config, scenario)
+
+
+def previewer(env: Env, cubes: int = CUBES) -> Callable[[Scenario], dict[str, str]]:
+    """The preview's verdicts on a scenario (the arrivals so far, for `run_in_kueue`)."""
+    return lambda scenario: model_verdicts(scenario, _predict(env.config, scenario, cubes))
 
 
 def _by_workload(scenario: Scenario, verdicts: Mapping[str, tuple[str, int]]) -> dict[str, str]:
@@ -905,8 +911,7 @@ def test_an_admitted_jobset_runs_on_one_partition(env: Env) -> None:
 def test_kueue_agrees_with_the_admission_preview(env: Env, scenario: Scenario) -> None:
     model = model_verdicts(scenario, run_model(env, scenario))
     known = KNOWN_DIFFERENCES.get(scenario.name)
-    preview = None if known else (lambda so_far: model_verdicts(so_far, run_model(env, so_far)))
-    observed = run_in_kueue(env, scenario, known[0] if known else model, preview)
+    observed = run_in_kueue(env, scenario, known[0] if known else model, None if known else previewer(env))
     kueue = kueue_verdicts(scenario, observed)
     agree = kueue == model
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
@@ -1035,12 +1040,7 @@ def test_kueue_agrees_with_the_preview_when_a_cube_is_unhealthy(env: Env) -> Non
     _cordon(env, cube, True)
     try:
         _kueue_offers(env, every_cube=False)
-        observed = run_in_kueue(
-            env,
-            scenario,
-            model_verdicts(scenario, prediction),
-            lambda so_far: model_verdicts(so_far, _predict(env.config, so_far, CUBES - 1)),
-        )
+        observed = run_in_kueue(env, scenario, model_verdicts(scenario, prediction), previewer(env, CUBES - 1))
     finally:
         _cordon(env, cube, False)
         _kueue_offers(env, every_cube=True)
@@ -1059,7 +1059,7 @@ def test_kueue_agrees_on_a_random_scenario(env: Env, run_seed: int, index: int) 
     first = REGRESSION_SEEDS[index] if index < len(REGRESSION_SEEDS) else rng.getrandbits(32)
     seed, scenario, skipped = _untied(env.config, rng, first)
     model = model_verdicts(scenario, run_model(env, scenario))
-    observed = run_in_kueue(env, scenario, model, lambda so_far: model_verdicts(so_far, run_model(env, so_far)))
+    observed = run_in_kueue(env, scenario, model, previewer(env))
     kueue = kueue_verdicts(scenario, observed)
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
     RESULTS.append((scenario.name, _verdict_text(model), _verdict_text(kueue), "yes" if kueue == model else "NO"))

@@ -53,6 +53,7 @@ from tests.test_admission_oracle import (
     kueue_verdicts,
     model_verdicts,
     oracle_env,
+    previewer,
     run_in_kueue,
     tied_preemptions,
 )
@@ -95,12 +96,12 @@ class Story:
         return next(p for p in self.phases if p.name == name)
 
 
-def _prediction(env: Env, faults: list[admission.CubeFault], scenario: Scenario = SCENARIO) -> admission.Prediction:
+def _prediction(env: Env, faults: list[admission.CubeFault]) -> admission.Prediction:
     priorities = dict(env.config.kueue.priorities.items())
-    order = {name: i for i, (name, *_) in enumerate(scenario.workloads)}
+    order = {name: i for i, (name, *_) in enumerate(SCENARIO.workloads)}
     requests = [
         admission.Request(name, 0 if level == "-" else priorities[level], shape, slices, order[lws or name], lws)
-        for name, level, shape, slices, lws in scenario.requests()
+        for name, level, shape, slices, lws in SCENARIO.requests()
     ]
     return admission.predict(requests, CUBES, env.config.tpu.generation, faults)
 
@@ -200,9 +201,7 @@ def _run(env: Env, story: Story) -> None:
     story.phases.append(loaded)
     planned = _prediction(env, [])
     loaded.model = model_verdicts(SCENARIO, planned)
-    observed = run_in_kueue(
-        env, SCENARIO, loaded.model, lambda so_far: model_verdicts(so_far, _prediction(env, [], so_far))
-    )
+    observed = run_in_kueue(env, SCENARIO, loaded.model, previewer(env, CUBES))
     loaded.kueue = kueue_verdicts(SCENARIO, observed)
     (story.model_cube,) = {p.cube for p in planned.placements if p.workload.startswith("decode/")}
     cubes = {c for name, o in observed.items() if name.startswith("decode/") for c in o.cubes}
