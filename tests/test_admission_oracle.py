@@ -892,8 +892,15 @@ def test_an_admitted_jobset_runs_on_one_partition(env: Env) -> None:
         return workload is not None and _condition(workload, "Admitted") == "True"
 
     plane.wait_for("the JobSet's Workload Admitted", admitted, 180, 0.2)
-    got = plane.request("GET", f"{JOBSETS}/namespaces/{env.namespace}/jobsets/smoke")
-    assert got["spec"].get("suspend") is False, got["spec"]
+
+    # Admission and the start are two writes by two reconcilers: the Workload's Admitted condition
+    # first, then the JobSet integration's StartJob clears spec.suspend
+    # (pkg/controller/jobframework/reconciler.go, v0.19.2). Wait for the second.
+    def started() -> bool:
+        got = plane.request("GET", f"{JOBSETS}/namespaces/{env.namespace}/jobsets/smoke")
+        return got["spec"].get("suspend") is False
+
+    plane.wait_for("the JobSet unsuspended by Kueue", started, 60, 0.2)
 
     def running() -> list[dict[str, Any]] | None:
         pods = plane.request("GET", f"/api/v1/namespaces/{env.namespace}/pods")["items"]
