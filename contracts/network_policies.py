@@ -41,6 +41,13 @@ HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 GMP_NAMESPACE = "gmp-system"
 GMP_COLLECTOR = {"app.kubernetes.io/name": "collector"}
 
+# The GKE control plane reaches in-cluster webhooks and aggregated APIs through the
+# konnectivity-agent pods in kube-system, so such a call arrives from a pod address, inside the pod
+# range (GKE labels them k8s-app=konnectivity-agent; kubernetes-sigs/apiserver-network-proxy
+# examples/kubernetes/konnectivity-agent.yaml; tigera/operator#5212, cilium/cilium#19439).
+KONNECTIVITY_NAMESPACE = "kube-system"
+KONNECTIVITY_AGENT = {"k8s-app": "konnectivity-agent"}
+
 # Labels the controllers put on the pods they create, which the group allowances select.
 # kubernetes-sigs/lws v0.8.0 api/leaderworkerset/v1/leaderworkerset_types.go
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -97,6 +104,17 @@ def outside_pods(pod_cidr: str) -> Peer:
     """Anything that is not a pod of this cluster: load-balancer clients (already filtered by the
     Service's source ranges and Google's firewall), the control plane, nodes."""
     return addresses(["0.0.0.0/0"], [pod_cidr])
+
+
+def konnectivity_agents() -> Peer:
+    return Peer(pods=dict(KONNECTIVITY_AGENT), namespace=KONNECTIVITY_NAMESPACE)
+
+
+def control_plane(pod_cidr: str) -> tuple[Peer, ...]:
+    """The sources a call from the cluster's control plane (a webhook call, an aggregated API read)
+    arrives from: the konnectivity agents' pod addresses, GKE's path, and, where the API server
+    dials in directly, an address outside the pod range."""
+    return (konnectivity_agents(), outside_pods(pod_cidr))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pulumi_kubernetes.rbac import v1 as rbac
 
 from contracts import pod_security
 from contracts.labels import COMMON_LABELS
-from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
+from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, control_plane
 
 NAMESPACE = "custom-metrics"
 NAME = "custom-metrics-stackdriver-adapter"  # the Deployment, its ServiceAccount and Service
@@ -107,7 +107,7 @@ class MetricsAdapter(pulumi.ComponentResource):
                 provider=args.provider,
                 namespace=NAMESPACE,
                 allowances=[
-                    Allowance("api-from-control-plane", SELECTOR, (outside_pods(args.pod_cidr),), (SERVING_PORT,))
+                    Allowance("api-from-control-plane", SELECTOR, control_plane(args.pod_cidr), (SERVING_PORT,))
                 ],
                 depends_on=[namespace],
             ),

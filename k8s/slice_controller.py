@@ -28,7 +28,7 @@ from pulumi_kubernetes.rbac import v1 as rbac
 from contracts import pod_security
 from contracts.awaits import TIMEOUT_SECONDS, WAIT_FOR
 from contracts.labels import COMMON_LABELS
-from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, outside_pods
+from contracts.network_policies import Allowance, NetworkPolicies, NetworkPoliciesArgs, control_plane
 from domain.serving_budget import SLICE_ACTIVATION_TIMEOUT_SECONDS
 from k8s import slice_drain
 
@@ -158,14 +158,15 @@ class SliceController(pulumi.ComponentResource):
             ),
             opts=first,
         )
-        # Only the control plane calls the webhook server; nothing else reaches the manager.
+        # Only the control plane calls the webhook server (on GKE through the konnectivity agents'
+        # pods); nothing else reaches the manager.
         policies = NetworkPolicies(
             "network-policies",
             NetworkPoliciesArgs(
                 provider=args.provider,
                 namespace=NAMESPACE,
                 allowances=[
-                    Allowance("webhook-from-control-plane", SELECTOR, (outside_pods(args.pod_cidr),), (WEBHOOK_PORT,))
+                    Allowance("webhook-from-control-plane", SELECTOR, control_plane(args.pod_cidr), (WEBHOOK_PORT,))
                 ],
                 depends_on=[namespace],
             ),

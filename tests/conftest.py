@@ -19,11 +19,20 @@ DevRunner = Callable[..., engine.PlanResult]
 pytest_plugins = ["tests.suite_timing", "tests.suite_order"]
 
 # The harness modules that run what `make engine` and `make controlplane` build (the CLI, the
-# provider, Helm, the chart registry, the control plane and the controllers). A test module that
-# uses any of them, or starts a plane, is marked `go_built`; `make check` runs the others.
+# provider, Helm, the chart registry, the control plane, the controllers, the NetworkPolicy
+# matcher). A test module that uses any of them, or starts a plane, is marked `go_built`; `make
+# check` runs the others.
 GO_HARNESSES = frozenset(
     f"tests.{name}"
-    for name in ("engine", "controllers", "charts", "chart_mirror", "installed_controllers", "operations")
+    for name in (
+        "engine",
+        "controllers",
+        "charts",
+        "chart_mirror",
+        "installed_controllers",
+        "operations",
+        "network_judge",
+    )
 )
 
 

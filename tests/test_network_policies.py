@@ -1,13 +1,13 @@
 """Every namespace the program creates denies ingress, and admits exactly what serving needs.
 
 The reachability of every port of every generated pod is computed from every workload and from
-the outside sources that matter (tests/network_reachability.py) and compared with the table the
-design calls for, per stack.
+the outside sources that matter (tests/network_reachability.py) and compared, per stack, with the
+flow table in docs/architecture.md ("Network flows", read by tests/network_flows.py).
+tests/test_network_flows.py asks an upstream matcher the same question.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import pytest
@@ -16,7 +16,8 @@ from contracts import network_policies as np
 from plan import engine, manifests
 from settings.loader import load
 from settings.model import StackConfig
-from tests.conftest import DevRunner, config_with
+from tests import network_flows
+from tests.conftest import DevRunner, config_with, dev_raw, merged
 from tests.network_reachability import Pod, address_pods, allowed, pods_of, reachable
 from workloads import vllm_listeners
 
@@ -26,10 +27,6 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 
 def _bodies(plan: engine.PlanResult) -> list[dict[str, Any]]:
     return [body for _, body in manifests.objects(plan, masked=False)]
-
-
-def _pod_address(cidr: str, offset: int) -> str:
-    return str(ipaddress.ip_network(cidr)[-offset])
 
 
 def with_listeners(pod: Pod) -> Pod:
@@ -42,141 +39,43 @@ def with_listeners(pod: Pod) -> Pod:
     return Pod(pod.namespace, pod.role, pod.group, pod.labels, {**opened, **pod.ports}, pod.address)
 
 
-def matrix(plan: engine.PlanResult, config: StackConfig) -> set[str]:
+def stack_pods(plan: engine.PlanResult, config: StackConfig) -> tuple[list[Pod], list[Pod]]:
+    """The plan's pods (with every port their programs open) at addresses in the pod range, and
+    every source: those pods and the outside ones of the flow table (tests/network_flows.py)."""
     net = config.network
-    bodies = _bodies(plan)
-    policies = [b for b in bodies if b["kind"] == "NetworkPolicy"]
-    modelled = [with_listeners(pod) for body in bodies for pod in pods_of(body)]
+    modelled = [with_listeners(pod) for body in _bodies(plan) for pod in pods_of(body)]
     targets = address_pods(modelled, str(net.pod_cidr))
-    pod_range = str(net.pod_cidr)
-    outsiders = [
-        Pod("", "gateway proxy", None, {}, address=str(ipaddress.ip_network(str(net.proxy_cidr))[5])),
-        Pod("", "health checker", None, {}, address="35.191.0.10"),
-        Pod("", "outside the pod range", None, {}, address="203.0.113.7"),  # LB clients, control plane
-        Pod(np.GMP_NAMESPACE, "prometheus", None, dict(np.GMP_COLLECTOR), address=_pod_address(pod_range, 2)),
-        Pod("default", "pod of another namespace", None, {"app": "x"}, address=_pod_address(pod_range, 3)),
-        Pod(config.serving.namespace, "unlabelled pod", None, {}, address=_pod_address(pod_range, 4)),
-    ]
-    return reachable(policies, [*targets, *outsiders], targets)
+    outsiders = network_flows.outside_sources(str(net.pod_cidr), str(net.proxy_cidr), config.serving.namespace)
+    return targets, [*targets, *outsiders]
 
 
-# What each stack's pods accept, by source (the design in contracts/network_policies.py and each
-# workload's `network_allowances`). "same group": pods of one LWS group or JobSet child Job.
-# vLLM pods carry every port their programs open (workloads/vllm_listeners.py): 32768 stands for
-# the kernel's ephemeral range (tpu-inference's bulk-transport listeners, Ray's node ports),
-# 10002 for Ray's worker range. Decode pods reach every prefill port: the KV pull needs the
-# ephemeral ones, which no policy can name.
-EXPECTED = {
-    "dev": {
-        "gateway proxy -> pd-disaggregation-epp:9002",
-        "gateway proxy -> pd-disaggregation-epp:9003",
-        "gateway proxy -> slice-controller-controller-manager:9443",
-        "gateway proxy -> vllm-decode leader:8000",
-        "gateway proxy -> vllm-prefill leader:8000",
-        "health checker -> pd-disaggregation-epp:9002",
-        "health checker -> pd-disaggregation-epp:9003",
-        "health checker -> slice-controller-controller-manager:9443",
-        "health checker -> vllm-decode leader:8000",
-        "health checker -> vllm-prefill leader:8000",
-        "outside the pod range -> slice-controller-controller-manager:9443",
-        "pd-disaggregation-epp -> vllm-decode leader:8000",
-        "pd-disaggregation-epp -> vllm-prefill leader:8000",
-        "prometheus -> pd-disaggregation-epp:9090",
-        "prometheus -> vllm-decode leader:8200",
-        "prometheus -> vllm-prefill leader:8000",
-        "serving-smoke-test -> vllm-decode leader:8200",
-        "serving-smoke-test -> vllm-prefill leader:8000",
-        "vllm-decode leader (same group) -> vllm-decode worker:10002",
-        "vllm-decode leader (same group) -> vllm-decode worker:32768",
-        "vllm-decode leader (same group) -> vllm-decode worker:52365",
-        "vllm-decode leader (same group) -> vllm-decode worker:8431",
-        "vllm-decode leader (same group) -> vllm-decode worker:9100",
-        "vllm-decode leader -> vllm-prefill leader:10001",
-        "vllm-decode leader -> vllm-prefill leader:10002",
-        "vllm-decode leader -> vllm-prefill leader:32768",
-        "vllm-decode leader -> vllm-prefill leader:52365",
-        "vllm-decode leader -> vllm-prefill leader:6379",
-        "vllm-decode leader -> vllm-prefill leader:8000",
-        "vllm-decode leader -> vllm-prefill leader:8431",
-        "vllm-decode leader -> vllm-prefill leader:9100",
-        "vllm-decode leader -> vllm-prefill leader:9600",
-        "vllm-decode leader -> vllm-prefill worker:10002",
-        "vllm-decode leader -> vllm-prefill worker:32768",
-        "vllm-decode leader -> vllm-prefill worker:52365",
-        "vllm-decode leader -> vllm-prefill worker:8431",
-        "vllm-decode leader -> vllm-prefill worker:9100",
-        "vllm-decode leader -> vllm-prefill worker:9600",
-        "vllm-decode worker (same group) -> vllm-decode leader:10001",
-        "vllm-decode worker (same group) -> vllm-decode leader:10002",
-        "vllm-decode worker (same group) -> vllm-decode leader:32768",
-        "vllm-decode worker (same group) -> vllm-decode leader:52365",
-        "vllm-decode worker (same group) -> vllm-decode leader:6379",
-        "vllm-decode worker (same group) -> vllm-decode leader:8000",
-        "vllm-decode worker (same group) -> vllm-decode leader:8200",
-        "vllm-decode worker (same group) -> vllm-decode leader:8431",
-        "vllm-decode worker (same group) -> vllm-decode leader:9100",
-        "vllm-decode worker -> vllm-prefill leader:10001",
-        "vllm-decode worker -> vllm-prefill leader:10002",
-        "vllm-decode worker -> vllm-prefill leader:32768",
-        "vllm-decode worker -> vllm-prefill leader:52365",
-        "vllm-decode worker -> vllm-prefill leader:6379",
-        "vllm-decode worker -> vllm-prefill leader:8000",
-        "vllm-decode worker -> vllm-prefill leader:8431",
-        "vllm-decode worker -> vllm-prefill leader:9100",
-        "vllm-decode worker -> vllm-prefill leader:9600",
-        "vllm-decode worker -> vllm-prefill worker:10002",
-        "vllm-decode worker -> vllm-prefill worker:32768",
-        "vllm-decode worker -> vllm-prefill worker:52365",
-        "vllm-decode worker -> vllm-prefill worker:8431",
-        "vllm-decode worker -> vllm-prefill worker:9100",
-        "vllm-decode worker -> vllm-prefill worker:9600",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:10002",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:32768",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:52365",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:8431",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:9100",
-        "vllm-prefill leader (same group) -> vllm-prefill worker:9600",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:10001",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:10002",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:32768",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:52365",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:6379",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:8000",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:8431",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:9100",
-        "vllm-prefill worker (same group) -> vllm-prefill leader:9600",
-    },
-    "saxml-v5e": {
-        "gateway proxy -> sax-http:8888",
-        "health checker -> sax-http:8888",
-        "outside the pod range -> sax-http:8888",
-        "sax-admin-server -> sax-model-server-set/sax-model-server:10001",
-        "sax-http -> sax-admin-server:10000",
-        "sax-http -> sax-model-server-set/sax-model-server:10001",
-        "sax-model-server-set/sax-model-server (same group) -> sax-model-server-set/sax-model-server:10001",
-        "sax-model-server-set/sax-model-server (same group) -> sax-model-server-set/sax-model-server:8471",
-        "sax-model-server-set/sax-model-server -> sax-admin-server:10000",
-        "sax-publish -> sax-admin-server:10000",
-        "sax-publish -> sax-http:8888",
-    },
-    "jetstream-v5e": {
-        "gateway proxy -> jetstream leader:8000",
-        "gateway proxy -> jetstream leader:9000",
-        "health checker -> jetstream leader:8000",
-        "health checker -> jetstream leader:9000",
-        "jetstream leader (same group) -> jetstream worker:38679",
-        "jetstream worker (same group) -> jetstream leader:38677",
-        "jetstream worker (same group) -> jetstream leader:38681",
-        "jetstream worker (same group) -> jetstream leader:8000",
-        "jetstream worker (same group) -> jetstream leader:9000",
-        "jetstream worker (same group) -> jetstream leader:9100",
-        "jetstream worker (same group) -> jetstream worker:38679",
-        "outside the pod range -> jetstream leader:8000",
-        "outside the pod range -> jetstream leader:9000",
-        "prometheus -> jetstream leader:9100",
-        # The smoke Job's completion through the Service's cluster IP (backends/jetstream.py).
-        "serving-smoke-test -> jetstream leader:8000",
-    },
+def matrix(plan: engine.PlanResult, config: StackConfig) -> set[str]:
+    policies = [b for b in _bodies(plan) if b["kind"] == "NetworkPolicy"]
+    targets, sources = stack_pods(plan, config)
+    return reachable(policies, sources, targets)
+
+
+def design(plan: engine.PlanResult, config: StackConfig) -> set[str]:
+    """What the flow table in docs/architecture.md says this stack's pods accept."""
+    _, sources = stack_pods(plan, config)
+    admitted, _ = network_flows.read()
+    return network_flows.expected(admitted, {pod.role for pod in sources})
+
+
+# Every committed stack, and dev with an autoscaled role (the custom-metrics adapter's API).
+STACKS = ("dev", "dev-b", "jetstream-v5e", "saxml-v5e")
+DECODE_AUTOSCALED = {
+    "serving": {
+        "decode": {
+            "autoscaling": {
+                "min": 2,
+                "max": 9,
+                "metric": "vllm:kv_cache_usage_perc",
+                "target": 0.8,
+                "scaleUpStabilizationSeconds": 60,
+            }
+        }
+    }
 }
 
 
@@ -185,14 +84,26 @@ def _config(stack: str) -> StackConfig:
     return load(raw, stack=stack, project=raw.get("gcp:project"), secret_keys=secrets)
 
 
-@pytest.mark.parametrize("stack", sorted(EXPECTED))
-def test_each_port_is_reachable_from_exactly_the_sources_the_design_names(stack: str) -> None:
-    found = matrix(engine.run_stack(stack), _config(stack))
-    assert sorted(found - EXPECTED[stack]) == [], "reachable but not in the design"
-    assert sorted(EXPECTED[stack] - found) == [], "in the design but not reachable"
+def stack_plan(stack: str) -> tuple[engine.PlanResult, StackConfig]:
+    """A committed stack's plan and settings, or "dev+autoscaling": dev with DECODE_AUTOSCALED."""
+    if stack == "dev+autoscaling":
+        raw, secrets = dev_raw()
+        return engine.run(merged(DECODE_AUTOSCALED, raw), stack="dev", secret_keys=secrets), config_with(
+            DECODE_AUTOSCALED
+        )
+    return engine.run_stack(stack), _config(stack)
 
 
-@pytest.mark.parametrize("stack", sorted(EXPECTED))
+@pytest.mark.parametrize("stack", [*STACKS, "dev+autoscaling"])
+def test_each_port_is_reachable_from_exactly_the_sources_the_flow_table_names(stack: str) -> None:
+    plan, config = stack_plan(stack)
+    found, wanted = matrix(plan, config), design(plan, config)
+    assert wanted, f"the flow table names no flow of {stack}"
+    assert sorted(found - wanted) == [], "reachable but not in docs/architecture.md, Network flows"
+    assert sorted(wanted - found) == [], "in docs/architecture.md, Network flows, but not reachable"
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_strangers_reach_nothing_and_groups_only_themselves(stack: str) -> None:
     found = matrix(engine.run_stack(stack), _config(stack))
     assert not [line for line in found if line.startswith(("pod of another namespace", "unlabelled pod"))]
@@ -214,7 +125,7 @@ def test_checks_and_more_replicas_keep_groups_apart(run_dev: DevRunner) -> None:
     assert "superslicing-check-group-0" in names
 
 
-@pytest.mark.parametrize("stack", sorted(EXPECTED))
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_namespace_the_program_creates_denies_ingress_by_default(stack: str) -> None:
     plan = engine.run_stack(stack)
     namespaces = {ns.get("metadata.name") for ns in plan.of_type(NAMESPACE)}
@@ -226,7 +137,7 @@ def test_every_namespace_the_program_creates_denies_ingress_by_default(stack: st
     assert namespaces and namespaces == denies
 
 
-@pytest.mark.parametrize("stack", sorted(EXPECTED))
+@pytest.mark.parametrize("stack", STACKS)
 def test_pods_start_only_after_their_namespace_denies_ingress(stack: str) -> None:
     """A pod created before its namespace's default deny would be open meanwhile: every workload
     waits for it (so a destroy also removes the policies after the pods)."""

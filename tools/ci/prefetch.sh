@@ -27,6 +27,7 @@ PACKAGES=(
     "controlplane/kueue sigs.k8s.io/kueue/cmd/kueue"
     "controlplane/jobset sigs.k8s.io/jobset"
     "controlplane/lws sigs.k8s.io/lws/cmd"
+    "controlplane/cyclonus github.com/mattfenwick/cyclonus/cmd/cyclonus"
 )
 
 started=$(date +%s)

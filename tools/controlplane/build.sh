@@ -13,6 +13,8 @@
 #   share/kwok-stages/*.yaml                kwok's own "fast" Stages (node init, heartbeat with lease,
 #                                           pod ready/complete/delete), copied from its module download;
 #                                           kwok v0.6+ does nothing to nodes or pods without Stages
+#   bin/cyclonus                            github.com/mattfenwick/cyclonus (pin: cyclonus/go.mod): an
+#                                           offline NetworkPolicy matcher that judges the program's policies
 #   bin/kueue, bin/jobset, bin/lws          sigs.k8s.io/kueue, sigs.k8s.io/jobset, sigs.k8s.io/lws (pins:
 #                                           kueue/, jobset/, lws/ go.mod), the controllers the program
 #                                           installs; their tags must equal settings/model.py Versions
@@ -172,8 +174,25 @@ for spec in kueue:sigs.k8s.io/kueue:sigs.k8s.io/kueue/cmd/kueue \
     echo "$version stripped" > "$cache/stamps/$name"
     built+=("$name $version in $(($(date +%s) - t)) s")
 done
+# --- cyclonus ------------------------------------------------------------------------------------
+# An upstream NetworkPolicy matcher that evaluates traffic offline (`analyze --mode query-traffic`):
+# tests/test_network_flows.py judges the program's policies with it. sigs.k8s.io/network-policy-api's
+# policy-assistant, its successor, is not served by the module proxy; cyclonus v0.5.6 is.
+cyclonus="$(module_version cyclonus github.com/mattfenwick/cyclonus)"
+if stamp_ok cyclonus "$cyclonus stripped"; then
+    say "cyclonus $cyclonus is in place"
+else
+    say "building cyclonus $cyclonus"
+    t=$(date +%s)
+    # Its Makefile's release build sets pkg/cli.version (pkg/cli/version.go).
+    (cd "$here/cyclonus" && go build -trimpath \
+        -ldflags "-s -w -X github.com/mattfenwick/cyclonus/pkg/cli.version=$cyclonus" \
+        -o "$bin/cyclonus" github.com/mattfenwick/cyclonus/cmd/cyclonus)
+    echo "$cyclonus stripped" > "$cache/stamps/cyclonus"
+    built+=("cyclonus $cyclonus in $(($(date +%s) - t)) s")
+fi
 for line in "${built[@]+"${built[@]}"}"; do say "built $line"; done
-say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler/kubectl $k8s, etcd $etcd, kwok $kwok,${controllers%,} in $bin"
+say "ready in $(($(date +%s) - started)) s: kube-apiserver/kube-controller-manager/kube-scheduler/kubectl $k8s, etcd $etcd, kwok $kwok,${controllers%,}, cyclonus $cyclonus in $bin"
 # Disk only after a build: measuring the shared Go caches takes seconds.
 if [ "${#built[@]}" -gt 0 ]; then
     say "disk: binaries $(du -sh "$bin" | cut -f1); Go module cache $(du -sh "$(go env GOMODCACHE)" | cut -f1)," \
