@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PHASE = ROOT / "tools" / "ci" / "phase.sh"
 TABLE = ROOT / "tools" / "ci" / "phase_table.py"
@@ -84,7 +86,7 @@ UNIT = ROOT / "tools" / "ci" / "unit.sh"
 
 
 def _unit(
-    tmp_path: Path, *, build: int = 0, free: int = 0, built: int = 0
+    tmp_path: Path, *, build: int = 0, free: int = 0, built: int = 0, early: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     """tools/ci/unit.sh with a stand-in python and make that log what they were asked and at which
     nice value, and exit with the given statuses (the tests without a Go build, the build, the rest)."""
@@ -103,7 +105,10 @@ def _unit(
         tool.chmod(0o755)
     env = {**os.environ, "PY": str(python), "SUITE": "-n 2 --dist loadgroup", "MAKE": str(make)}
     env.pop("TPU_SLICING_PHASES", None)
-    (tmp_path / "tools" / "ci").mkdir(parents=True)
+    env.pop("TPU_SLICING_EARLY_BUILDS", None)
+    if early:
+        env["TPU_SLICING_EARLY_BUILDS"] = "1"
+    (tmp_path / "tools" / "ci").mkdir(parents=True, exist_ok=True)
     for script in ("unit.sh", "phase.sh"):
         (tmp_path / "tools" / "ci" / script).write_text((ROOT / "tools" / "ci" / script).read_text())
     done = subprocess.run(
@@ -150,3 +155,57 @@ def test_a_failed_test_without_a_go_build_fails_the_suite_after_the_rest_ran(tmp
     ), calls
     failed_later, _ = _unit(tmp_path / "later", built=5)
     assert failed_later.returncode == 5
+
+
+def _builds(tmp_path: Path, make_body: str) -> dict[str, str]:
+    """A copy of tools/ci/builds.sh in `tmp_path` and the environment to run it with a stand-in make."""
+    (tmp_path / "tools" / "ci").mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "tools" / "ci" / "builds.sh"
+    script.write_text((ROOT / "tools" / "ci" / "builds.sh").read_text())
+    make = tmp_path / "make"
+    make.write_text("#!/bin/sh\n" + make_body)
+    make.chmod(0o755)
+    env = {**os.environ, "MAKE": str(make)}
+    env.pop("TPU_SLICING_PHASES", None)
+    return env
+
+
+def test_the_early_builds_are_waited_for_with_their_log_and_status(tmp_path: Path) -> None:
+    """`start` returns with the lock held by the running builds, and `wait` ends only after them.
+    The stand-in make blocks on a FIFO until this test writes to it, so the builds are still running
+    at each check: a correct `wait` cannot end before the write; a broken one (no lock) ends at once."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    env = _builds(tmp_path, f'echo "built $*"; read line < {gate}; echo ended > {tmp_path}/ended; exit 3\n')
+    script = str(tmp_path / "tools" / "ci" / "builds.sh")
+    subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True, timeout=60, check=True)
+    held = subprocess.run(["flock", "-n", str(tmp_path / "build" / "builds.lock"), "true"], check=False)
+    assert held.returncode == 1, "the builds run without holding build/builds.lock"
+    waiting = subprocess.Popen(["bash", script, "wait"], env=env, stdout=subprocess.PIPE, text=True)
+    with pytest.raises(subprocess.TimeoutExpired):
+        waiting.wait(timeout=0.5)  # still blocked: the builds have not ended
+    with open(gate, "w") as release:  # the builds end
+        release.write("go\n")
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 3
+    assert "built --no-print-directory engine controlplane" in out
+    assert (tmp_path / "ended").read_text() == "ended\n"
+
+
+def test_waiting_for_builds_that_were_never_started_fails(tmp_path: Path) -> None:
+    env = _builds(tmp_path, "exit 0\n")
+    done = subprocess.run(
+        ["bash", str(tmp_path / "tools/ci/builds.sh"), "wait"], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "left no status" in done.stderr
+
+
+def test_the_suite_waits_for_the_builds_make_test_started(tmp_path: Path) -> None:
+    (tmp_path / "tools" / "ci").mkdir(parents=True)
+    builds = tmp_path / "tools" / "ci" / "builds.sh"
+    log = tmp_path / "calls.log"
+    builds.write_text(f'#!/bin/sh\necho "builds.sh $*" >> {log}\nexit 4\n')
+    done, calls = _unit(tmp_path, early=True)
+    assert done.returncode == 4
+    assert "builds.sh wait" in calls and not any(line.startswith("make ") for line in calls.splitlines()), calls

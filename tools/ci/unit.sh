@@ -13,7 +13,8 @@
 # those tests are done, on both cores, each xdist group on one worker (tests/suite_order.py).
 #
 # Environment: PY (the virtualenv's python), SUITE (the pytest options both parts share, from the
-# Makefile), MAKE (the make to build with). Exits with the first failing part's status; the tests
+# Makefile), MAKE (the make to build with), TPU_SLICING_EARLY_BUILDS (set by `make test`, which
+# started the builds already: wait for them instead, tools/ci/builds.sh). Exits with the first failing part's status; the tests
 # without a Go build are reported (their whole log) even when a build fails.
 set -uo pipefail
 : "${PY:?}" "${SUITE:?}"
@@ -26,7 +27,12 @@ log=build/tests-without-go.log
 "${phase[@]}" "tests without Go builds" nice -n 10 "$PY" -m pytest $SUITE -m "not go_built" --durations=10 \
     > "$log" 2>&1 &
 free=$!
-"$make_cmd" --no-print-directory engine controlplane
+if [ -n "${TPU_SLICING_EARLY_BUILDS:-}" ]; then
+    # `make test` started them with its first step (tools/ci/builds.sh).
+    bash tools/ci/builds.sh wait
+else
+    "$make_cmd" --no-print-directory engine controlplane
+fi
 built=$?
 # The planes wait for the tests without a Go build: measured cold, starting them at the builds' end
 # instead slowed both parts more than it saved (50 min 33 s against 49 min 34 s, docs/testing.md).
