@@ -15,7 +15,7 @@ the cube failed under LWS groups (tests/test_cube_failure.py).
 
 from __future__ import annotations
 
-from domain import admission, topology
+from domain import admission, recovery_time, topology
 from settings import capacity
 from settings.model import StackConfig
 
@@ -86,6 +86,8 @@ def failure_lines(config: StackConfig, cube: int) -> list[str]:
     waiting = [w.name for w in workloads if w.priority == HIGH and after.pending_groups(w.name)]
     if waiting:
         shown.append(f"  high-priority work left waiting: {', '.join(waiting)}")
+    if any(e.action == "evicted" for e in told):
+        shown += recovery_time.lines()
     return shown
 
 

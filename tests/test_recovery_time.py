@@ -1,0 +1,45 @@
+"""The recovery-time model of domain/recovery_time.py: each term from its source, and the sums."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from domain import recovery_time
+from domain.serving_budget import BUDGET
+from plan import unhealthy
+from tests.conftest import config_with
+
+
+def test_a_person_releases_the_pods_once_they_are_terminating() -> None:
+    person = recovery_time.recovery(person=True)
+    # Kubernetes' defaults: the node lifecycle grace period, then the default unreachable toleration.
+    assert [t.seconds for t in person.before_restart] == [50, 300, 0]
+    assert person.restart_seconds == 350
+
+
+def test_auto_repair_alone_starts_after_about_ten_minutes_not_ready() -> None:
+    repair = recovery_time.recovery(person=False)
+    assert repair.restart_seconds == 600
+
+
+def test_the_reload_is_the_startup_budget_an_upper_bound() -> None:
+    for person in (True, False):
+        found = recovery_time.recovery(person=person)
+        assert found.reload.seconds == BUDGET.admission_and_pull_seconds + BUDGET.startup_seconds
+        assert found.serving_seconds == found.restart_seconds + found.reload.seconds
+
+
+@given(st.integers(min_value=0, max_value=10 * 86_400))
+def test_durations_read_back_to_their_seconds_or_whole_minutes_past_an_hour(seconds: int) -> None:
+    parts = recovery_time.duration(seconds).split()
+    units = {"h": 3600, "min": 60, "s": 1}
+    read = sum(int(n) * units[u] for n, u in zip(parts[::2], parts[1::2], strict=True))
+    assert read == (seconds if seconds < 3600 else seconds - seconds % 60)
+
+
+def test_the_cube_failure_preview_says_how_long_recovery_takes() -> None:
+    said = "\n".join(unhealthy.failure_lines(config_with(), 0))
+    assert "evicted by Kueue (NodeFailures)" in said
+    assert "made again after 5 min 50 s" in said and "made again after about 10 min" in said
+    assert "up to 4 h 10 min more" in said
