@@ -61,7 +61,10 @@ ARGS = (
     "--leader-elect",
     "--health-probe-bind-address=:8081",
     "--zap-log-level=3",
-    "--feature-gates=UseRetryMechanismForSliceCreation=true,ShorterSliceNameLength=true",
+    # Only gates the controller knows: it exits at start on an unknown one (AI-Hypercomputer/xpk
+    # slice/cmd/main.go). ShorterSliceNameLength, in the v0.8.0-195 manifest, was removed at
+    # v0.8.0-196 (slice/internal/features/features.go, 250d4b3c, #1183; names are now always short).
+    "--feature-gates=UseRetryMechanismForSliceCreation=true",
     f"--activation-timeout={SLICE_ACTIVATION_TIMEOUT_SECONDS // 60}m",  # the smoke budget counts it
     "--default-slice-health-node-affinity=HEALTHY_AND_DEGRADED",
 )

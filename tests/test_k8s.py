@@ -116,6 +116,16 @@ def test_slice_controller_deployment_settings(dev_plan: PlanResult) -> None:
     container = pod["containers"][0]
     assert container["image"] == "tpuongke/kueue-slice-controller:v0.8.0-200"
     assert "--activation-timeout=60m" in container["args"]
+    # The image's controller exits at start on a gate it does not know (AI-Hypercomputer/xpk
+    # slice/cmd/main.go); the gates of slice/internal/features/features.go since v0.8.0-196
+    # (250d4b3c, which removed ShorterSliceNameLength), the image being v0.8.0-200.
+    known = {
+        "UseRetryMechanismForSliceCreation",
+        "FailOnUntoleratedDegradedSlice",
+        "TopologyFromNodeSelectorOrAffinity",
+    }
+    (gates,) = [a.removeprefix("--feature-gates=") for a in container["args"] if a.startswith("--feature-gates=")]
+    assert {gate.split("=")[0] for gate in gates.split(",")} <= known, gates
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8081}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
