@@ -17,7 +17,12 @@ no chart or alert silently reads an empty series.
 
 ``metric_names`` extracts every metric a PromQL expression or a Monitoring
 filter references; the tests use it to prove the dashboard and the alerts only
-read what this catalog lists.
+read what this catalog lists. ``unpublished_labels`` does the same for labels:
+an entry lists the labels its source publishes (``labels``: the metric's own;
+``resource_labels``: its monitored resource's, or the scrape target's), and a
+PromQL matcher or ``by (...)`` naming any other label is refused
+(observability/alerts.py checks every policy with it). An entry whose labels
+were not looked up has ``labels=None``: no query may name a label of it.
 """
 
 from __future__ import annotations
@@ -85,12 +90,42 @@ TPU_HEALTH = (
     "All Capacity reservations machine_id, block_id, cluster_id, subblock_id; resource labels location, "
     "resource_id), https://docs.cloud.google.com/tpu/docs/troubleshooting/tpu-health"
 )
+GKE_SLICE_LIFECYCLE = (
+    'GKE "Use dynamic slicing with a custom scheduler": the Slice status reasons (SliceNotCreated, '
+    "SliceCreationFailed, ACTIVATING, ACTIVE, ACTIVE_DEGRADED, FAILED, DEACTIVATING, INCOMPLETE) and the values of "
+    "the partition-state node label (HEALTHY, DEGRADED, UNHEALTHY, UNSET, INCOMPLETE), "
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/create-dynamic-slices"
+)
+K8S_RESOURCES = (
+    "GoogleCloudPlatform/gke-mcp pkg/tools/monitoring/schemas/k8s_node.md, k8s_node_pool.md, k8s_entity.md (the "
+    'labels of the Monitoring resource types, as listed in "Monitored resource types", '
+    "https://cloud.google.com/monitoring/api/resources)"
+)
+PROMQL_MAPPING = (
+    'Cloud Monitoring "Mapping Cloud Monitoring metrics to PromQL" (metric names; distribution-valued metrics '
+    "read as Prometheus histograms with _count, _sum and _bucket; the special label monitored_resource selects "
+    "the resource type), https://cloud.google.com/monitoring/promql/promql-mapping"
+)
 GMP_UP = (
     'Prometheus "Jobs and instances" (the scraper records `up` per target: 1 = last scrape succeeded), '
     "https://prometheus.io/docs/concepts/jobs_instances/; Managed Service for Prometheus's collector is "
     "Prometheus, and GoogleCloudPlatform/prometheus-engine pkg/operator/apis/monitoring/v1/pod_config.go sets "
     "job = the PodMonitoring's name, namespace, cluster and instance = <pod>:<port name>"
 )
+
+
+# The labels of the monitored resources a `gcp` metric is written against (K8S_RESOURCES; TPU_HEALTH for the
+# TPU VM), and the labels Managed Service for Prometheus puts on every scraped series (GMP_UP).
+K8S_NODE_LABELS = ("project_id", "location", "cluster_name", "node_name")
+K8S_NODE_POOL_LABELS = ("project_id", "location", "cluster_name", "node_pool_name")
+K8S_ENTITY_LABELS = (
+    "project_id", "location", "cluster_name", "entity_type", "entity_namespace", "entity_name", "entity_uid",
+)  # fmt: skip
+TPU_VM_LABELS = ("location", "resource_id")
+GMP_TARGET_LABELS = ("cluster", "namespace", "job", "instance")
+# PromQL's special label for the resource type of a `gcp` metric (PROMQL_MAPPING), and a histogram's bucket bound.
+MONITORED_RESOURCE = "monitored_resource"
+BUCKET_LABEL = "le"
 
 
 @dataclass(frozen=True)
@@ -103,6 +138,16 @@ class Metric:
     instrument: Instrument = "gauge"
     confidence: Confidence = "high"
     caveat: str = ""  # what has to hold for the series to exist
+    labels: tuple[str, ...] | None = None  # the metric's labels as its source publishes them; None: not looked up
+    resource_labels: tuple[str, ...] = ()  # the monitored resource's (gcp) or scrape target's (prometheus) labels
+
+    @property
+    def query_labels(self) -> frozenset[str] | None:
+        """Every label a PromQL matcher or grouping may name on this metric; None when its labels are not listed."""
+        if self.labels is None:
+            return None
+        special = (MONITORED_RESOURCE,) if self.kind == "gcp" else ()
+        return frozenset((*self.labels, *self.resource_labels, *special))
 
     @property
     def promql_name(self) -> str:
@@ -126,24 +171,30 @@ CATALOG: tuple[Metric, ...] = (
         "percent (0-100)",
         "Share of the last sample period (60 s) each TPU chip of a node was actively processing; resource "
         "k8s_node (labels cluster_name, node_name), metric labels make, model, accelerator_id.",
-        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}",
+        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}; {K8S_RESOURCES}",
         caveat=_RUNTIME_CAVEAT,
+        labels=("make", "accelerator_id", "model"),
+        resource_labels=K8S_NODE_LABELS,
     ),
     Metric(
         "kubernetes.io/node/accelerator/memory_used",
         "gcp",
         "bytes",
         "HBM allocated on each TPU chip of a node; resource k8s_node.",
-        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}",
+        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}; {K8S_RESOURCES}",
         caveat=_RUNTIME_CAVEAT,
+        labels=("make", "accelerator_id", "model"),
+        resource_labels=K8S_NODE_LABELS,
     ),
     Metric(
         "kubernetes.io/node/accelerator/memory_total",
         "gcp",
         "bytes",
         "HBM capacity of each TPU chip of a node; resource k8s_node.",
-        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}",
+        f"{GKE_METRICS_LIST}; {GKE_TPU_RUNTIME}; {K8S_RESOURCES}",
         caveat=_RUNTIME_CAVEAT,
+        labels=("make", "accelerator_id", "model"),
+        resource_labels=K8S_NODE_LABELS,
     ),
     Metric(
         "kubernetes.io/node/accelerator/tensorcore_utilization",
@@ -151,7 +202,9 @@ CATALOG: tuple[Metric, ...] = (
         "percent (0-100)",
         "TensorCore (MXU and vector unit) utilization per chip, against peak; resource k8s_node. A host "
         "metric: present without any port, so it is the fallback when duty_cycle is absent.",
-        f"{GKE_METRICS_LIST}; {GKE_TPU_HOST}",
+        f"{GKE_METRICS_LIST}; {GKE_TPU_HOST}; {K8S_RESOURCES}",
+        labels=("make", "accelerator_id", "model", "tpu_topology"),
+        resource_labels=K8S_NODE_LABELS,
     ),
     Metric(
         "kubernetes.io/node_pool/multi_host/available",
@@ -159,7 +212,9 @@ CATALOG: tuple[Metric, ...] = (
         "bool",
         "Whether a multi-host TPU node pool (one slice) is available: every node up; resource k8s_node_pool, "
         "label node_pool_name. Single-host pools report nothing.",
-        GKE_TPU_NODE_POOL,
+        f"{GKE_TPU_NODE_POOL}; {K8S_RESOURCES}",
+        labels=("unavailability_reason",),
+        resource_labels=K8S_NODE_POOL_LABELS,
     ),
     Metric(
         "compute.googleapis.com/instance/tpu/infra_health",
@@ -174,6 +229,66 @@ CATALOG: tuple[Metric, ...] = (
             "the page gives the labels, not the value type or the monitored resource of the series: the queries "
             "count series by their labels and read no value; not seen on a live project"
         ),
+        labels=(
+            "health_status",
+            "unhealthy_category",
+            "machine_type",
+            "reservation_id",
+            "machine_id",
+            "block_id",
+            "cluster_id",
+            "subblock_id",
+        ),
+        resource_labels=TPU_VM_LABELS,
+    ),
+    # --- GKE slice and partition state (BETA system metrics of TPU7x dynamic slicing) ---------------------
+    # The list's rows (GKE_METRICS_LIST, generated 2026-04-10 in the copy read): each metric's kind, value type,
+    # unit, monitored resource and labels, copied as published; the state values the rows give are examples
+    # ("Such as ACTIVE, FAILED, etc."), the full sets are the Slice and partition states of GKE_SLICE_LIFECYCLE.
+    # No row publishes a label naming the Slice, its Workload or its namespace: only the k8s_entity resource
+    # has entity_name, and which object it names for a slice is not published.
+    Metric(
+        "kubernetes.io/accelerator/slice/state",
+        "gcp",
+        "1/0 per state",
+        "GAUGE, INT64, unit 1, resource k8s_entity: per slice, one series per state, 1 for the state the slice is "
+        "in and 0 otherwise. Metric labels state (the row's examples ACTIVE, FAILED; the Slice lifecycle adds "
+        "ACTIVATING, ACTIVE_DEGRADED, DEACTIVATING, INCOMPLETE), accelerator_type (tpu7x), slice_topology "
+        "(e.g. 2x4x4) and block_id.",
+        f"{GKE_METRICS_LIST}; {GKE_SLICE_LIFECYCLE}; {K8S_RESOURCES}; {PROMQL_MAPPING}",
+        confidence="medium",
+        caveat="BETA; the k8s_entity labels of a slice (entity_type, entity_name) are not published; not seen on a "
+        "live project",
+        labels=("state", "accelerator_type", "slice_topology", "block_id"),
+        resource_labels=K8S_ENTITY_LABELS,
+    ),
+    Metric(
+        "kubernetes.io/accelerator/partition/state",
+        "gcp",
+        "1/0 per state",
+        "GAUGE, INT64, unit 1, resource k8s_node_pool (a TPU7x sub-block is one node pool): per partition, one "
+        "series per state, 1 for the state the partition is in. Metric labels state (the row's examples "
+        "HEALTHY, UNHEALTHY; the partition-state node label also takes DEGRADED, UNSET, INCOMPLETE), "
+        "accelerator_type, partition_topology, partition_id, slice_id (the slice using it) and block_id.",
+        f"{GKE_METRICS_LIST}; {GKE_SLICE_LIFECYCLE}; {K8S_RESOURCES}; {PROMQL_MAPPING}",
+        confidence="medium",
+        caveat="BETA; not seen on a live project",
+        labels=("state", "accelerator_type", "partition_topology", "partition_id", "slice_id", "block_id"),
+        resource_labels=K8S_NODE_POOL_LABELS,
+    ),
+    Metric(
+        "kubernetes.io/accelerator/slice/formation_durations",
+        "gcp",
+        "seconds",
+        "CUMULATIVE, DISTRIBUTION, unit s, resource k8s_entity: the time each slice took to form, by the state it "
+        "ended in. Metric labels end_state (ACTIVE, FAILED, ACTIVE_DEGRADED), accelerator_type, slice_topology "
+        "and block_id. PromQL reads it as a histogram (_count, _sum, _bucket): _count counts formations.",
+        f"{GKE_METRICS_LIST}; {K8S_RESOURCES}; {PROMQL_MAPPING}",
+        instrument="histogram",
+        confidence="medium",
+        caveat="BETA; not seen on a live project",
+        labels=("end_state", "accelerator_type", "slice_topology", "block_id"),
+        resource_labels=K8S_ENTITY_LABELS,
     ),
     # --- GMP target health ----------------------------------------------------------------------
     Metric(
@@ -184,6 +299,8 @@ CATALOG: tuple[Metric, ...] = (
         "the engine has loaded, so up == 1 for a vLLM leader means it serves.",
         GMP_UP,
         confidence="medium",
+        labels=(),
+        resource_labels=GMP_TARGET_LABELS,
     ),
     # --- vLLM (prefill and decode leaders) -----------------------------------------------------------
     Metric(
@@ -192,13 +309,18 @@ CATALOG: tuple[Metric, ...] = (
         "requests",
         "Requests in the RUNNING state (in the batch) per engine; labels model_name, engine.",
         VLLM_METRICS,
+        labels=("model_name", "engine"),
+        resource_labels=GMP_TARGET_LABELS,
     ),
     Metric(
         "vllm:num_requests_waiting",
         "prometheus",
         "requests",
-        "Requests waiting to be scheduled (the engine's queue length).",
+        "Requests waiting to be scheduled (the engine's queue length); labels model_name, engine (the same "
+        "labelnames as vllm:num_requests_running).",
         VLLM_METRICS,
+        labels=("model_name", "engine"),
+        resource_labels=GMP_TARGET_LABELS,
     ),
     Metric(
         "vllm:kv_cache_usage_perc",
@@ -299,6 +421,8 @@ CATALOG: tuple[Metric, ...] = (
         "requests",
         "Requests waiting for prefill (the server's queue), label id (the pod's hostname). Since JetStream v0.2.2.",
         JETSTREAM_METRICS,
+        labels=("id",),
+        resource_labels=GMP_TARGET_LABELS,
     ),
     Metric(
         "jetstream_slots_used_percentage",
@@ -433,3 +557,106 @@ def lookup(name: str) -> Metric | None:
 def unknown_metrics(query: str) -> set[str]:
     """Names a query references that the catalog does not list: empty for a valid query."""
     return {name for name in metric_names(query) if lookup(name) is None}
+
+
+# ---------------------------------------------------------------------------
+# Which labels a query names, and which of them its metrics do not publish.
+# ---------------------------------------------------------------------------
+_SELECTOR = re.compile(r"(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)?\s*\{(?P<body>[^}]*)\}")
+_MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_GROUPING = re.compile(r"\b(?P<kind>by|without|on|ignoring|group_left|group_right)\s*\((?P<labels>[^)]*)\)")
+_LABEL_MAKERS = re.compile(r"\blabel_(?:replace|join)\s*\(")
+
+
+def _blank_strings(query: str) -> str:
+    """The query with every string literal's content replaced by spaces (offsets kept)."""
+    return _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], query)
+
+
+def _group_end(text: str, start: int) -> int:
+    """The index just past the parenthesis closing the one at `start`."""
+    depth = 0
+    for index in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return index + 1
+    raise ValueError(f"unbalanced parentheses in {text!r}")
+
+
+def _group_start(text: str, end: int) -> int:
+    """The index of the parenthesis opening the one that closes at `end - 1`."""
+    depth = 0
+    for index in range(end - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    raise ValueError(f"unbalanced parentheses in {text!r}")
+
+
+def _made_labels(query: str, blank: str, start: int, end: int) -> set[str]:
+    """Labels that label_replace / label_join create inside query[start:end] (their second argument)."""
+    made: set[str] = set()
+    for match in _LABEL_MAKERS.finditer(blank, start, end):
+        depth, index = 0, match.end()
+        while index < end and not (depth == 0 and blank[index] == ","):
+            depth += {"(": 1, ")": -1}.get(blank[index], 0)
+            index += 1
+        string = _STRING.match(query[index + 1 :].lstrip())
+        if string:
+            made.add(string.group(0)[1:-1])
+    return made
+
+
+def _label_names(text: str) -> list[str]:
+    return [label.strip() for label in text.split(",") if label.strip()]
+
+
+def label_uses(query: str) -> set[tuple[str, str]]:
+    """Every (metric, label) pair a PromQL expression relies on.
+
+    A matcher `m{l="v"}` names l on m. A `by (...)` / `without (...)` clause names its labels on every metric
+    of the aggregation's argument (either form: `sum by (l) (expr)` or `sum (expr) by (l)`), except labels a
+    label_replace / label_join inside that argument creates. `on (...)`, `ignoring (...)`, `group_left (...)`
+    and `group_right (...)` are checked against every metric of the whole query (stricter than PromQL needs).
+    """
+    blank = _blank_strings(query)
+    uses: set[tuple[str, str]] = set()
+    for selector in _SELECTOR.finditer(blank):
+        name = selector.group("name")
+        if name:
+            uses |= {(name, label) for label in _MATCHER.findall(selector.group("body"))}
+    every = promql_metric_names(query)
+    for grouping in _GROUPING.finditer(blank):
+        labels = _label_names(grouping.group("labels"))
+        if grouping.group("kind") not in ("by", "without"):
+            uses |= {(name, label) for name in every for label in labels}
+            continue
+        after = grouping.end() + len(blank[grouping.end() :]) - len(blank[grouping.end() :].lstrip())
+        if after < len(blank) and blank[after] == "(":
+            start, end = after, _group_end(blank, after)
+        else:
+            end = len(blank[: grouping.start()].rstrip())
+            start = _group_start(blank, end)
+        made = _made_labels(query, blank, start, end)
+        names = promql_metric_names(query[start:end])
+        uses |= {(name, label) for name in names for label in labels if label not in made}
+    return uses
+
+
+def unpublished_labels(query: str) -> set[tuple[str, str]]:
+    """(metric, label) pairs of a PromQL expression where the catalog does not list the label for the metric.
+
+    Names the catalog does not know are left to `unknown_metrics`. A histogram's `_bucket` series also has `le`;
+    `__name__` is every series' own.
+    """
+    bad: set[tuple[str, str]] = set()
+    for name, label in label_uses(query):
+        metric = lookup(name)
+        if metric is None or label == "__name__":
+            continue
+        allowed = metric.query_labels or frozenset()
+        if metric.instrument == "histogram" and name.endswith("_bucket"):
+            allowed |= {BUCKET_LABEL}
+        if label not in allowed:
+            bad.add((name, label))
+    return bad

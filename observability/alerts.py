@@ -23,15 +23,32 @@ Design choices, because the cluster has no kube-state-metrics:
   libtpu's port 8431) when no duty-cycle series exists, and fires only while
   requests wait: every TPU near zero with a queue means serving is wedged.
 
-- On TPU7x cubes (vllm-pd and none), four policies about the hardware under the slices
-  (issue 45; what each says and what the stack does first is docs/operations.md, "When a TPU
-  host fails"): a TPU VM `infra_health` UNHEALTHY, counted per reservation sub-block; a Slice
-  that failed or did not become ACTIVE within the slice controller's activation timeout (its
-  Workload's admission check set to Retry); a host maintenance scheduled on a TPU VM of the
-  zone; a Kueue Workload pending because its topology does not fit (no healthy partition
-  left). The cluster has no kube-state-metrics, so Slice states and node labels are not
-  metrics: those three are log-match conditions on the Kubernetes events and Compute Engine
-  system-event logs, each firing once per event, rate-limited.
+- On TPU7x cubes (vllm-pd and none), seven policies about the hardware under the slices
+  (issues 45 and 63; what each says and what the stack does first is docs/operations.md, "When
+  a TPU host fails"). Four are PromQL on metrics Google writes: a TPU VM `infra_health`
+  UNHEALTHY, counted per reservation sub-block; a partition GKE reports not HEALTHY
+  (`kubernetes.io/accelerator/partition/state`); a Slice seen in a state other than ACTIVE or
+  ACTIVATING (`kubernetes.io/accelerator/slice/state`); a slice formation that ended FAILED
+  (`kubernetes.io/accelerator/slice/formation_durations`). The slice and partition metrics are
+  GKE system metrics (BETA), so they need no kube-state-metrics, and they see what the slice
+  controller does without a Kubernetes event: it evicts a Workload whose Slice was deleted, or
+  whose partitions another Slice holds, by setting the admission check to Retry and recording
+  nothing (AI-Hypercomputer/xpk slice/internal/controller/workload_controller.go `evictWorkload`).
+  What the metrics cannot see: a Slice gone between two 60-s samples, and a Slice never created
+  (the partition-conflict eviction happens before creation; the slice controller this stack
+  installs runs UseRetryMechanismForSliceCreation, which retries conflicts instead).
+  Three are log-match conditions, each firing once per entry, rate-limited: the slice
+  controller's Workload events (FailedCreateSlice, or the admission check moved to Retry), kept
+  because they alone see a Slice the controller could not create (no Slice, so no series) and a
+  Slice deleted when it stayed ACTIVATING past the activation timeout (ACTIVATING is left out of
+  the state alert: activation may take that long), and because they name the Workload, which
+  no metric label does; a host or infrastructure maintenance Compute Engine announces for a VM
+  of the zone (`compute.instances.upcomingMaintenance`, `...upcomingInfraMaintenance`: system-event
+  audit logs, not metrics); a Kueue Workload pending because its topology does not fit (a
+  Kueue event; Kueue's own metrics are not scraped, NOT_SCRAPED).
+
+Every label a PromQL condition names (matchers and `by (...)`) must be one the catalog lists
+for that metric (`domain.metric_catalog.unpublished_labels`): `alert_specs` refuses any other.
 
 The pure `alert_specs` returns the policies as keyword arguments of
 `gcp.monitoring.AlertPolicy` (dicts are accepted for its input types), so the
@@ -48,7 +65,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from domain.metric_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS
+from domain.metric_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS, unpublished_labels
 
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
 DYNAMIC_SLICING = ("vllm-pd", "none")  # TPU7x cubes: Kueue, the slice controller, partition health
@@ -64,9 +81,22 @@ AUTO_CLOSE = "1800s"
 LOG_RATE_LIMIT = "300s"
 
 UNHEALTHY_FOR = "300s"
+PARTITION_FOR = "900s"
+# The slice alerts look back over SLICE_LOOKBACK so that a state or a failed formation seen in one 60-s sample
+# keeps the condition true for longer than its duration: they fire once per occurrence, not only when it lasts.
+SLICE_LOOKBACK = "10m"
+SLICE_FOR = "300s"
+# States of a Slice that are not a fault: ACTIVATING lasts up to the slice controller's --activation-timeout
+# (k8s/slice_controller.py), after which the controller deletes it with an event (the slice-failed policy).
+SLICE_OK_STATES = ("ACTIVE", "ACTIVATING")
+PARTITION_OK_STATE = "HEALTHY"
+FORMATION_FAILED = "FAILED"
 
 _DUTY = BY_NAME["kubernetes.io/node/accelerator/duty_cycle"].promql_name
 _INFRA_HEALTH = BY_NAME["compute.googleapis.com/instance/tpu/infra_health"].promql_name
+_SLICE_STATE = BY_NAME["kubernetes.io/accelerator/slice/state"].promql_name
+_PARTITION_STATE = BY_NAME["kubernetes.io/accelerator/partition/state"].promql_name
+_FORMATIONS = BY_NAME["kubernetes.io/accelerator/slice/formation_durations"].promql_name + "_count"
 # What the slice controller records on a Workload when a Slice failed or went stale past its
 # activation timeout: the admission check moved to Retry (AI-Hypercomputer/xpk slice/internal/
 # controller/workload_controller.go `AdmissionCheckUpdated`, `FailedCreateSlice`; core/slice.go isStale).
@@ -85,11 +115,16 @@ def _selector(job: str, namespace: str, cluster_name: str | None) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _node_selector(cluster_name: str | None) -> str:
-    parts = ['monitored_resource="k8s_node"']
+def _k8s_selector(resource: str, cluster_name: str | None, *matchers: str) -> str:
+    """A GKE system metric's selector: its monitored resource, the stack's cluster, then `matchers`."""
+    parts = [f'monitored_resource="{resource}"']
     if cluster_name:
         parts.append(f'cluster_name="{cluster_name}"')
-    return "{" + ",".join(parts) + "}"
+    return "{" + ",".join([*parts, *matchers]) + "}"
+
+
+def _node_selector(cluster_name: str | None) -> str:
+    return _k8s_selector("k8s_node", cluster_name)
 
 
 def no_ready_leaders_query(jobs: Sequence[str], namespace: str, cluster_name: str | None = None) -> str:
@@ -241,6 +276,27 @@ def host_unhealthy_query(health: TpuHealth) -> str:
     return f"count by (block_id, subblock_id) ({_INFRA_HEALTH}{selector}) > 0"
 
 
+def slice_not_active_query(cluster_name: str | None = None) -> str:
+    """Slices of the cluster seen in the last SLICE_LOOKBACK in a state other than ACTIVE or ACTIVATING."""
+    selector = _k8s_selector("k8s_entity", cluster_name, f'state!~"{"|".join(SLICE_OK_STATES)}"')
+    return (
+        "count by (entity_name, slice_topology, state) "
+        f"(max_over_time({_SLICE_STATE}{selector}[{SLICE_LOOKBACK}]) == 1) > 0"
+    )
+
+
+def slice_formation_failed_query(cluster_name: str | None = None) -> str:
+    """Slice formations of the cluster that ended FAILED in the last SLICE_LOOKBACK, per slice topology."""
+    selector = _k8s_selector("k8s_entity", cluster_name, f'end_state="{FORMATION_FAILED}"')
+    return f"sum by (slice_topology) (increase({_FORMATIONS}{selector}[{SLICE_LOOKBACK}])) > 0"
+
+
+def partition_not_healthy_query(cluster_name: str | None = None) -> str:
+    """Partitions of the cluster GKE reports in a state other than HEALTHY, per node pool (sub-block)."""
+    selector = _k8s_selector("k8s_node_pool", cluster_name, f'state!="{PARTITION_OK_STATE}"')
+    return f"count by (node_pool_name, partition_id, state) ({_PARTITION_STATE}{selector} == 1) > 0"
+
+
 def _events(project: str, kind: str, reasons: Sequence[str], cluster_name: str | None) -> list[str]:
     quoted = " OR ".join(f'"{reason}"' for reason in reasons)
     terms = [
@@ -266,16 +322,32 @@ def pending_no_fit_filter(project: str, namespace: str, cluster_name: str | None
     return "\n".join(terms)
 
 
+# Compute Engine's notices of maintenance on a VM, in the system_event audit log of the gce_instance: a host
+# maintenance (Cloud TPU "View maintenance notifications": metadata maintenanceStatus PENDING or ONGOING, with
+# windowStartTime), and a maintenance of the infrastructure under the VM. NVIDIA/NVSentinel
+# health-monitors/csp-health-monitor/pkg/event/gcp_normalizer.go reads both methods from that log with the same
+# metadata fields, takes a notice without maintenanceStatus as pending, and takes the status message "Maintenance
+# window has completed" as the end; no Google page found describes the infrastructure notice's payload, so its
+# condition excludes only what is known not to be a new notice.
+MAINTENANCE_METHOD = "compute.instances.upcomingMaintenance"
+INFRA_MAINTENANCE_METHOD = "compute.instances.upcomingInfraMaintenance"
+MAINTENANCE_DONE = "Maintenance window has completed"
+
+
 def maintenance_filter(project: str, zone: str) -> str:
-    """Compute Engine's notice of an upcoming host maintenance on a VM of the zone (Cloud TPU "View
-    maintenance notifications": methodName compute.instances.upcomingMaintenance in the system_event
-    audit log)."""
+    """Compute Engine's notice of an upcoming host or infrastructure maintenance on a VM of the zone."""
+    host = f'protoPayload.methodName="{MAINTENANCE_METHOD}" AND protoPayload.metadata.maintenanceStatus="PENDING"'
+    infra = (
+        f'protoPayload.methodName="{INFRA_MAINTENANCE_METHOD}"'
+        ' AND NOT protoPayload.metadata.maintenanceStatus="ONGOING"'
+        f' AND NOT protoPayload.status.message:"{MAINTENANCE_DONE}"'
+    )
     return "\n".join(
         [
             f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fsystem_event"',
-            'protoPayload.methodName="compute.instances.upcomingMaintenance"',
-            'protoPayload.metadata.maintenanceStatus="PENDING"',
             f'resource.labels.zone="{zone}"',
+            # The Logging query language binds AND weaker than OR: every group is parenthesised.
+            f"(({host}) OR ({infra}))",
         ]
     )
 
@@ -313,25 +385,82 @@ def _tpu_health_policies(project: str, namespace: str, health: TpuHealth, cluste
             "cloud.google.com/gke-tpu-partition-4x4x4-state` and `kubectl get workloads -A`; if the host stays "
             "UNHEALTHY, report it and plan the sub-block's maintenance.",
         ),
+        _Policy(
+            "tpu-partition-not-healthy",
+            "TPU partition not HEALTHY",
+            _promql(
+                f"GKE reports a partition not {PARTITION_OK_STATE} (per node pool)",
+                partition_not_healthy_query(cluster_name),
+                PARTITION_FOR,
+                "WARNING",
+            ),
+            "WARNING",
+            "GKE reports a TPU partition of the node pool the incident names (`node_pool_name`: one sub-block) in "
+            "`state` for 15 minutes: DEGRADED (still used: the slice controller runs with "
+            "HEALTHY_AND_DEGRADED), UNHEALTHY (no slice forms on it), UNSET or INCOMPLETE (nodes of the pool "
+            "missing). By itself: Kueue places new groups on HEALTHY partitions and GKE provisions the missing "
+            "nodes. `kubectl get nodes -l cloud.google.com/gke-nodepool=<node_pool_name> -L "
+            "cloud.google.com/gke-tpu-partition-4x4x4-state`; if it stays, see the TPU host UNHEALTHY alert and "
+            "plan the sub-block's maintenance.",
+        ),
+        _Policy(
+            "slice-not-active",
+            "TPU Slice not ACTIVE",
+            _promql(
+                f"GKE reported a Slice in a state other than {' or '.join(SLICE_OK_STATES)} "
+                f"in the last {SLICE_LOOKBACK}",
+                slice_not_active_query(cluster_name),
+                SLICE_FOR,
+                "ERROR",
+            ),
+            "ERROR",
+            "GKE reported a Slice of this cluster in `state` (neither ACTIVE nor ACTIVATING): FAILED, "
+            "ACTIVE_DEGRADED (serving on a degraded sub-block, which no event reports), DEACTIVATING or "
+            "INCOMPLETE (being dismantled: deleted, or a critical failure). The slice controller evicts a "
+            "Workload whose Slice was deleted without recording any event, so this may be the only trace. "
+            "By itself: the controller deletes a FAILED Slice and Kueue admits the Workload again where a "
+            "healthy partition fits. `kubectl get slices -A` (`entity_name` should be the Slice's name: not "
+            "verified), `kubectl get workloads -A`; a Slice held ACTIVE_DEGRADED: move its group off the "
+            "sub-block at a quiet hour.",
+        ),
+        _Policy(
+            "slice-formation-failed",
+            "TPU Slice formation failed",
+            _promql(
+                f"a Slice formation ended {FORMATION_FAILED} in the last {SLICE_LOOKBACK} (per topology)",
+                slice_formation_failed_query(cluster_name),
+                SLICE_FOR,
+                "ERROR",
+            ),
+            "ERROR",
+            "GKE counted a slice formation of this cluster that ended FAILED (`slice_topology` says which "
+            "shape), also one that failed and was deleted between two samples of the Slice state. By itself: "
+            "the slice controller retries the formation or sends the Workload back to Kueue. Repeated "
+            "failures of one shape: `kubectl get slices -A`, the partitions' state (`kubectl get nodes -L "
+            "cloud.google.com/gke-tpu-partition-4x4x4-state`), and the slice controller's logs.",
+        ),
         _log_policy(
             "slice-failed",
-            "TPU Slice failed or never became ACTIVE",
+            "TPU Slice failed or never became ACTIVE (slice controller event)",
             condition="the slice controller set a Workload's slice admission check to Retry",
             log_filter=slice_failed_filter(project, cluster_name),
             severity="ERROR",
-            runbook="A Slice of a Kueue Workload FAILED, or stayed ACTIVATING/INCOMPLETE past the slice controller's "
-            "activation timeout, and the controller sent the Workload back to Kueue (admission check Retry). "
-            "By itself: Kueue re-queues the Workload with its backoff and admits it again where a healthy "
-            "partition fits. `kubectl get slices -A`, `kubectl describe workload -n <ns> <name>` (the "
-            "admission check's message names the Slice and its error).",
+            runbook="The slice controller could not create a Slice (FailedCreateSlice), or sent a Workload back to "
+            "Kueue (admission check Retry): its Slice FAILED, or stayed ACTIVATING past the controller's "
+            "activation timeout (the Slice state alert leaves ACTIVATING out). The event names the Workload, "
+            "which no metric does. By itself: Kueue re-queues the Workload with its backoff and admits it "
+            "again where a healthy partition fits. `kubectl get slices -A`, `kubectl describe workload -n <ns> "
+            "<name>` (the admission check's message names the Slice and its error).",
         ),
         _log_policy(
             "tpu-maintenance-scheduled",
-            "host maintenance scheduled on a TPU VM",
-            condition="Compute Engine announced an upcoming maintenance on a VM of the zone",
+            "maintenance scheduled on a TPU VM",
+            condition="Compute Engine announced an upcoming host or infrastructure maintenance on a VM of the zone",
             log_filter=maintenance_filter(project, health.zone),
             severity="WARNING",
-            runbook="A host maintenance is scheduled (the log entry's `windowStartTime`); GKE also labels the node "
+            runbook="A maintenance is scheduled on a TPU VM of the zone: `compute.instances.upcomingMaintenance` (the "
+            "host) or `compute.instances.upcomingInfraMaintenance` (the infrastructure under it), with the window "
+            "in the entry's `windowStartTime`. GKE also labels the node "
             "`cloud.google.com/scheduled-maintenance-time` (epoch seconds): `kubectl get nodes -L "
             "cloud.google.com/scheduled-maintenance-time`. A TPU VM does not live-migrate: the slice on it "
             "restarts. In All Capacity mode you may start it yourself at a quiet hour (docs/operations.md, "
@@ -426,7 +555,24 @@ def alert_specs(
         policies = []
     if tpu_health is not None and backend in DYNAMIC_SLICING:
         policies += _tpu_health_policies(project, namespace, tpu_health, cluster_name)
-    return [policy.spec(prefix, notification_channels) for policy in policies]
+    specs = [policy.spec(prefix, notification_channels) for policy in policies]
+    errors = label_errors(specs)
+    if errors:
+        raise ValueError("alert conditions name labels their metrics do not publish: " + "; ".join(errors))
+    return specs
+
+
+def label_errors(specs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each label a policy's PromQL names (a matcher, `by (...)`) that the catalog does not list for its metric."""
+    errors = []
+    for spec in specs:
+        for condition in spec["policy"]["conditions"]:
+            promql = condition.get("condition_prometheus_query_language")
+            if promql is None:
+                continue
+            for metric, label in sorted(unpublished_labels(promql["query"])):
+                errors.append(f"{spec['name']}: {metric} publishes no label {label!r}")
+    return errors
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def test_alerts_are_off_by_default_and_use_the_given_channels(dev_plan: PlanResu
     assert dev_plan.of_type(ALERT) == []
     plan = run_dev({"observability": {"alerts": {"enabled": True, "notificationChannels": [CHANNEL]}}})
     policies = plan.of_type(ALERT)
-    assert len(policies) == 8  # four of serving, four of the TPU hardware (observability/alerts.py)
+    assert len(policies) == 11  # four of serving, seven of the TPU hardware (observability/alerts.py)
     for policy in policies:
         assert policy.get("notificationChannels") == [CHANNEL]
         assert policy.get("displayName").startswith("dev")
