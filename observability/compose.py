@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from observability.alerts import Alerts, AlertsArgs, TpuHealth
+from observability.alerts import Alerts, AlertsArgs
 from observability.dashboard import Dashboard, DashboardArgs, TpuHosts
 from observability.pod_monitoring import PodMonitorings, PodMonitoringsArgs
+from observability.tpu_alerts import TpuHealth
 from settings.model import StackConfig
 
 

@@ -106,7 +106,7 @@ def kueue_manager_config(recovery: KueueRecoveryConfig) -> dict[str, object]:
     - `requeuingStrategy`: an evicted group waits base * 2^(n-1) seconds, at most the max, before it
       is tried again; `backoffLimitCount` unset (Kueue's default, endless), because reaching a limit
       deactivates the Workload and serving would stay down until a person reactivates it; the alert
-      on a pending group tells that person instead (observability/alerts.py).
+      on a pending group tells that person instead (observability/tpu_alerts.py).
     - `featureGates`: TAS failed-node replacement, its fail-fast mode, replacement on pod
       termination and on untolerated taints: all beta and on by default at v0.19.2
       (pkg/features/kube_features.go); written out so an upgrade that changes a default shows up in

@@ -17,7 +17,7 @@ from domain.metric_catalog import (
     metric_names,
     unpublished_labels,
 )
-from observability import alerts
+from observability import alert_policy, alerts, tpu_alerts
 
 ZONE, MACHINE, CLUSTER, NAMESPACE = "us-central1-ai1a", "tpu7x-standard-4t", "dev-gke", "llm-d-pd-disaggregation"
 CHANNELS = ["projects/my-project/notificationChannels/123"]
@@ -37,7 +37,7 @@ def specs_for(backend: str = "vllm-pd", cluster_name: str | None = CLUSTER) -> l
         16,
         backend=backend,
         cluster_name=cluster_name,
-        tpu_health=alerts.TpuHealth(ZONE, MACHINE) if backend in alerts.DYNAMIC_SLICING else None,
+        tpu_health=tpu_alerts.TpuHealth(ZONE, MACHINE) if backend in alerts.DYNAMIC_SLICING else None,
     )
 
 
@@ -108,11 +108,11 @@ def test_slice_not_active_is_promql_on_the_state_metric() -> None:
     whole = policy("slice-not-active")
     assert whole["severity"] == "ERROR"
     assert whole["display_name"] == "dev: TPU Slice not ACTIVE"
-    assert whole["alert_strategy"] == {"auto_close": alerts.AUTO_CLOSE}  # PromQL: no notification rate limit
+    assert whole["alert_strategy"] == {"auto_close": alert_policy.AUTO_CLOSE}  # PromQL: no notification rate limit
     for text in ("ACTIVE_DEGRADED", "DEACTIVATING", "without recording any event", "kubectl get slices -A"):
         assert text in whole["documentation"]["content"]
     # The lookback outlasts the duration: a state seen in one 60-s sample still fires.
-    assert int(alerts.SLICE_LOOKBACK.removesuffix("m")) * 60 > int(alerts.SLICE_FOR.removesuffix("s"))
+    assert int(tpu_alerts.SLICE_LOOKBACK.removesuffix("m")) * 60 > int(tpu_alerts.SLICE_FOR.removesuffix("s"))
 
 
 def test_slice_formation_failed_counts_failed_formations() -> None:
@@ -149,7 +149,7 @@ def test_the_event_alert_stays_for_what_no_metric_shows() -> None:
     (condition,) = whole["conditions"]
     log = condition["condition_matched_log"]["filter"]
     assert 'jsonPayload.reason=("AdmissionCheckUpdated" OR "FailedCreateSlice")' in log
-    assert whole["alert_strategy"]["notification_rate_limit"]["period"] == alerts.LOG_RATE_LIMIT
+    assert whole["alert_strategy"]["notification_rate_limit"]["period"] == alert_policy.LOG_RATE_LIMIT
     for text in ("FailedCreateSlice", "activation timeout", "names the Workload"):
         assert text in whole["documentation"]["content"]
 
@@ -176,7 +176,7 @@ def test_fixed_slice_backends_get_no_slice_policies() -> None:
 
 
 def test_module_docstring_says_what_the_policies_read() -> None:
-    doc = alerts.__doc__ or ""
+    doc = tpu_alerts.__doc__ or ""
     assert "are not metrics" not in doc  # slice and partition states are metrics now
     for text in (SLICE_STATE, PARTITION_STATE, FORMATIONS, "upcomingInfraMaintenance", "without a Kubernetes event"):
         assert text in " ".join(doc.split()), text
@@ -211,7 +211,7 @@ def test_a_label_the_metric_does_not_publish_is_refused() -> None:
 
 def test_alert_specs_refuses_a_policy_with_an_unpublished_label(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = 'count by (slice_name) (kubernetes_io:accelerator_slice_state{state!="ACTIVE"} == 1) > 0'
-    monkeypatch.setattr(alerts, "slice_not_active_query", lambda cluster_name=None: bad)
+    monkeypatch.setattr(tpu_alerts, "slice_not_active_query", lambda cluster_name=None: bad)
     with pytest.raises(ValueError, match=r"slice-not-active: kubernetes_io:accelerator_slice_state .*'slice_name'"):
         specs_for()
     assert specs_for("jetstream")  # fixed-slice stacks do not build the slice policies

@@ -28,7 +28,7 @@ from domain.metric_catalog import (
 )
 from domain.topology import CATALOG as TPU_CATALOG
 from k8s import router
-from observability import alerts, dashboard, pod_monitoring
+from observability import alerts, dashboard, pod_monitoring, tpu_alerts
 from tests.gmp_schema import validate_pod_monitoring
 from tests.test_jetstream_bodies import SINGLE, multi
 from workloads import jetstream, smoke_job
@@ -115,7 +115,7 @@ def all_alerts() -> dict[str, list[dict[str, Any]]]:
             16,
             backend=backend,
             cluster_name="dev-gke",
-            tpu_health=alerts.TpuHealth(ZONE, MACHINE) if backend in DYNAMIC else None,
+            tpu_health=tpu_alerts.TpuHealth(ZONE, MACHINE) if backend in DYNAMIC else None,
         )
         for backend in BACKENDS
     }
