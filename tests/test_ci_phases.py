@@ -182,10 +182,12 @@ def test_the_early_builds_are_waited_for_with_their_log_and_status(tmp_path: Pat
     held = subprocess.run(["flock", "-n", str(tmp_path / "build" / "builds.lock"), "true"], check=False)
     assert held.returncode == 1, "the builds run without holding build/builds.lock"
     waiting = subprocess.Popen(["bash", script, "wait"], env=env, stdout=subprocess.PIPE, text=True)
-    with pytest.raises(subprocess.TimeoutExpired):
-        waiting.wait(timeout=0.5)  # still blocked: the builds have not ended
-    with open(gate, "w") as release:  # the builds end
-        release.write("go\n")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait(timeout=0.5)  # still blocked: the builds have not ended
+    finally:
+        with open(gate, "w") as release:  # the builds end (also when the check above failed)
+            release.write("go\n")
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 3
     assert "built --no-print-directory engine controlplane" in out
