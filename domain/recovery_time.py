@@ -5,7 +5,10 @@ plane shortens the Kubernetes timers to seconds, tests/control_plane.py FAILURES
 
 1. **detection**: the node lifecycle controller marks a node whose kubelet stopped renewing its
    Lease Ready=Unknown, and taints it unreachable, after `--node-monitor-grace-period`: 50 s
-   (kubernetes v1.36.3 pkg/controller/nodelifecycle/config/v1alpha1/defaults.go). Kueue v0.19.2
+   (kubernetes v1.36.3 pkg/controller/nodelifecycle/config/v1alpha1/defaults.go), at
+   `--node-eviction-rate` 0.1 nodes a second (cmd/kube-controller-manager/app/options/
+   nodelifecyclecontroller.go): when a whole cube fails, its last node is tainted (hosts - 1) x 10 s
+   after the first. Kueue v0.19.2
    reacts to the untolerated taint at once (TASReplaceNodeOnNodeTaints, on), finds no healthy node
    in the group's partition and evicts the group (NodeFailures, fail-fast).
 2. **eviction**: the taint-eviction controller marks the pods for deletion when their toleration of
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from domain.serving_budget import BUDGET
 
 NODE_MONITOR_GRACE_SECONDS = 50
+NODE_EVICTION_RATE = 0.1  # nodes a second
 UNREACHABLE_TOLERATION_SECONDS = 300
 AUTO_REPAIR_NOT_READY_SECONDS = 600
 
@@ -70,15 +74,20 @@ RELOAD = Term(
 )
 
 
-def recovery(person: bool) -> Recovery:
+def recovery(person: bool, hosts: int = 1) -> Recovery:
     """With a person at hand who force-deletes the pods once they are Terminating, or with GKE
-    node auto-repair alone (whose ten minutes of NotReady count from the detection)."""
+    node auto-repair alone (whose ten minutes of NotReady count from the detection), for the last
+    of `hosts` hosts that fail together."""
+    detection = DETECTION
+    if hosts > 1:
+        spread = round((hosts - 1) / NODE_EVICTION_RATE)
+        detection = Term("detection", NODE_MONITOR_GRACE_SECONDS + spread, f"{DETECTION.source}, {hosts} nodes")
     if person:
         release = Term("release", 0, "a person force-deletes the pods left Terminating")
     else:
-        waited = AUTO_REPAIR_NOT_READY_SECONDS - NODE_MONITOR_GRACE_SECONDS - UNREACHABLE_TOLERATION_SECONDS
+        waited = AUTO_REPAIR_NOT_READY_SECONDS - detection.seconds - UNREACHABLE_TOLERATION_SECONDS
         release = Term("release", max(waited, 0), "GKE node auto-repair, after about 10 minutes NotReady")
-    return Recovery((DETECTION, EVICTION, release), RELOAD)
+    return Recovery((detection, EVICTION, release), RELOAD)
 
 
 def duration(seconds: int) -> str:
@@ -92,13 +101,16 @@ def duration(seconds: int) -> str:
     return f"{secs} s"
 
 
-def lines() -> list[str]:
-    """What `plan --unhealthy-cube N` says about time, for every group the failure evicts."""
-    person, repair = recovery(person=True), recovery(person=False)
-    terms = ", ".join(f"{t.name} {duration(t.seconds)} ({t.source})" for t in (DETECTION, EVICTION))
+def lines(hosts: int = 1) -> list[str]:
+    """What `plan --unhealthy-cube N` says about time, for every group evicted when `hosts` hosts
+    (a cube's) fail together."""
+    person, repair = recovery(person=True, hosts=hosts), recovery(person=False, hosts=hosts)
+    detection = person.before_restart[0]
+    spread = f", the last of {hosts} nodes at 0.1 a second" if hosts > 1 else ""
     return [
         "  how long an evicted group takes on a real cluster (docs/operations.md, When a TPU host fails):",
-        f"    {terms}; its pods then stay Terminating on the failed host until released",
+        f"    detection up to {duration(detection.seconds)} (node lifecycle grace period{spread}), eviction "
+        f"{duration(EVICTION.seconds)} ({EVICTION.source}); its pods then stay Terminating until released",
         "    - by a person (kubectl delete pod --force --grace-period=0): made again after "
         f"{duration(person.restart_seconds)}",
         f"    - by GKE node auto-repair alone: made again after about {duration(repair.restart_seconds)}",

@@ -87,7 +87,9 @@ def failure_lines(config: StackConfig, cube: int) -> list[str]:
     if waiting:
         shown.append(f"  high-priority work left waiting: {', '.join(waiting)}")
     if any(e.action == "evicted" for e in told):
-        shown += recovery_time.lines()
+        cube_shape = generation.cube_topology
+        hosts = generation.vms(cube_shape, config.tpu.machine_type) if cube_shape is not None else 1
+        shown += recovery_time.lines(hosts)
     return shown
 
 

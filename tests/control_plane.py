@@ -76,10 +76,13 @@ def go_environ() -> dict[str, str]:
 XDIST_GROUP = suite_order.PLANE_GROUP
 LATE_XDIST_GROUP = suite_order.LATE_PLANE_GROUP
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-# Only nodes with this annotation are kwok's (`--manage-nodes-with-annotation-selector`); the value
-# is the one kwok's own docs and kwokctl use.
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_ANNOTATION_VALUE = "fake"
+# Only nodes with this label are kwok's (`--manage-nodes-with-label-selector`); the key and value are
+# the ones kwok's own docs and kwokctl use. A label, not an annotation: kwok v0.8.0 watches nodes with
+# a label selector on the server, so a node that loses the label arrives as Deleted and kwok releases
+# its Lease, as a kubelet that stopped (pkg/kwok/controllers/node_controller.go `watchResources`); an
+# annotation selector is applied in kwok, which went on renewing the Lease of a node that lost it.
+KWOK_LABEL = "kwok.x-k8s.io/node"
+KWOK_LABEL_VALUE = "fake"
 ADMIN_USER = "tpu-slicing-admin"
 # Users the apiserver's bootstrap RBAC binds to their roles (clusterrolebindings of the same names).
 SCHEDULER_USER = "system:kube-scheduler"
@@ -125,6 +128,48 @@ class Network:
     egress: Mapping[str, Any]
     pod_cidr: str
     gated: tuple[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class NodeLifecycle:
+    """When a node that stops reporting is failed, and its pods evicted, by the real controllers.
+
+    Kubernetes' own path, on the plane as on GKE: the kubelet (here kwok) renews its node's Lease
+    every quarter of the lease duration (kwok v0.8.0 pkg/kwok/controllers/controller.go, as the
+    kubelet does); the node lifecycle controller, checking every `monitor_period_seconds`, marks a
+    node whose Lease is older than `grace_seconds` Ready=Unknown and taints it
+    `node.kubernetes.io/unreachable:NoExecute`, `eviction_rate` nodes a second
+    (pkg/controller/nodelifecycle/node_lifecycle_controller.go, at k8s v1.36.3); the taint-eviction
+    controller deletes each pod once its toleration of that taint runs out, `unreachable_toleration_seconds`
+    as the DefaultTolerationSeconds admission plugin gives every pod
+    (plugin/pkg/admission/defaulttolerationseconds/admission.go). With no kubelet to confirm, the
+    pods stay Terminating. The defaults are Kubernetes' (lease 40 s, grace 50 s, 300 s, 0.1 nodes/s);
+    FAILURES keeps their ratio (five renewals missed before a node is failed) at a few seconds."""
+
+    lease_seconds: int = 40
+    monitor_period_seconds: int = 5
+    grace_seconds: int = 50
+    unreachable_toleration_seconds: int = 300
+    eviction_rate: float = 0.1
+
+    def apiserver_flags(self) -> list[str]:
+        return [f"--default-unreachable-toleration-seconds={self.unreachable_toleration_seconds}"]
+
+    def controller_manager_flags(self) -> list[str]:
+        return [
+            f"--node-monitor-period={self.monitor_period_seconds}s",
+            f"--node-monitor-grace-period={self.grace_seconds}s",
+            f"--node-eviction-rate={self.eviction_rate}",
+        ]
+
+
+DEFAULT_LIFECYCLE = NodeLifecycle()
+# For the stories that fail hosts: a node is failed some 20-25 s after its kubelet stops and its pods
+# evicted 2 s later; a cube's sixteen nodes are tainted within 2 s (at Kubernetes' 0.1 nodes a second,
+# the last of them 150 s after the first).
+FAILURES = NodeLifecycle(
+    lease_seconds=16, monitor_period_seconds=1, grace_seconds=20, unreachable_toleration_seconds=2, eviction_rate=10.0
+)
 
 
 T = TypeVar("T")
@@ -464,8 +509,8 @@ def _node(
             # kubernetes.io/hostname, os and arch: set by every kubelet
             # (kubernetes.io/docs/reference/node/node-labels).
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-            | dict(labels),
-            "annotations": {KWOK_ANNOTATION: KWOK_ANNOTATION_VALUE},
+            | dict(labels)
+            | {KWOK_LABEL: KWOK_LABEL_VALUE},
         },
         "spec": {"providerID": provider_id, "taints": [dict(t) for t in taints]},
         # Allocatable is the whole machine: GKE's system reservation is not modelled.
@@ -728,7 +773,13 @@ def _stages(workdir: Path, complete_jobs: bool, network: Network | None) -> list
 
 
 def _start_once(
-    workdir: Path, service_cidr: str, timeout: float, complete_jobs: bool = True, network: Network | None = None
+    workdir: Path,
+    service_cidr: str,
+    timeout: float,
+    complete_jobs: bool = True,
+    *,
+    network: Network | None = None,
+    lifecycle: NodeLifecycle = DEFAULT_LIFECYCLE,
 ) -> ControlPlane:
     started = time.monotonic()
     for sub in ("logs", "certs", "etcd"):
@@ -794,6 +845,7 @@ def _start_once(
                 # no kube-proxy (cmd/kube-apiserver/app/server.go buildServiceResolver).
                 "--enable-aggregator-routing=true",
                 *_egress_flags(workdir, network),
+                *lifecycle.apiserver_flags(),
                 "--profiling=false",
                 "--v=1",
             ],
@@ -825,6 +877,7 @@ def _start_once(
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={ca_file}",
+                *lifecycle.controller_manager_flags(),
                 "--v=1",
             ],
         )
@@ -841,11 +894,11 @@ def _start_once(
                 f"--kubeconfig={plane.kubeconfig}",
                 *(f"--config={stage}" for stage in stages),
                 "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+                f"--manage-nodes-with-label-selector={KWOK_LABEL}={KWOK_LABEL_VALUE}",
                 # Loopback addresses for the simulated nodes and pods: nothing ever sends to them.
                 "--node-ip=127.0.0.1",
                 f"--cidr={network.pod_cidr if network else '127.128.0.0/16'}",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={lifecycle.lease_seconds}",
                 # No --node-port/--server-address: kwok then serves no kubelet API (startServer).
                 # Its INFO log has a line per lease renewal (pkg/log/flags.go takes DEBUG..ERROR).
                 "--v=WARN",
@@ -866,12 +919,15 @@ def control_plane(
     keep: bool = False,
     complete_jobs: bool = True,
     network: Network | None = None,
+    lifecycle: NodeLifecycle = DEFAULT_LIFECYCLE,
 ) -> Iterator[ControlPlane]:
     """Start etcd, kube-apiserver, kube-scheduler and kwok; create `nodes` and wait until kwok has
     made them Ready. Everything is stopped and the temporary folder removed on exit (unless `keep`).
 
     kwok's fast stages complete every running pod a Job owns at once; `complete_jobs=False` leaves
     that stage out, so Job pods run until deleted (as the slicing checks, which sleep forever).
+    `lifecycle`: when the node lifecycle and taint-eviction controllers fail a node that stops
+    reporting, and evict its pods (NodeLifecycle).
     """
     missing = missing_binaries()
     if missing:
@@ -883,7 +939,7 @@ def control_plane(
         started = time.monotonic()
         for attempt in range(3):
             try:
-                plane = _start_once(workdir, service_cidr, timeout, complete_jobs, network)
+                plane = _start_once(workdir, service_cidr, timeout, complete_jobs, network=network, lifecycle=lifecycle)
                 break
             except _AddressInUseError:
                 # A free port was taken between choosing and binding it: choose again.

@@ -373,9 +373,10 @@ def env() -> Iterator[Env]:
 
 
 @contextlib.contextmanager
-def oracle_env(stack: str, cubes: int | None) -> Iterator[Env]:
+def oracle_env(stack: str, cubes: int | None, lifecycle: cp.NodeLifecycle = cp.DEFAULT_LIFECYCLE) -> Iterator[Env]:
     """A plane with `stack`'s nodes (`cubes` cubes, None: as committed), the controllers, and the plan's
-    own Kueue objects applied: where the oracle submits its workloads."""
+    own Kueue objects applied: where the oracle submits its workloads. `lifecycle`: the node
+    lifecycle timers (cp.FAILURES for the stories that fail hosts)."""
     absent = cp.missing_binaries() + ctl.missing()
     if absent:
         pytest.skip(f"{', '.join(absent)} missing: run `make controlplane`")
@@ -407,7 +408,9 @@ def oracle_env(stack: str, cubes: int | None) -> Iterator[Env]:
         if n["metadata"]["labels"].get("cloud.google.com/gke-nodepool") in pools
     }
     with (
-        cp.control_plane(nodes, service_cidr=str(config.network.service_cidr), complete_jobs=False) as plane,
+        cp.control_plane(
+            nodes, service_cidr=str(config.network.service_cidr), complete_jobs=False, lifecycle=lifecycle
+        ) as plane,
         ctl.controllers(plane) as running,
     ):
         print(f"\ncontrollers up in {running.startup_seconds:.1f} s {running.timings}", file=sys.stderr)
@@ -694,18 +697,23 @@ def _clean(env: Env) -> None:
     plane, namespace = env.plane, env.namespace
     background = {"propagationPolicy": "Background", "gracePeriodSeconds": 0}
     plane.request("DELETE", f"{JOBSETS}/namespaces/{namespace}/jobsets", background)
-    plane.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs", background)
     plane.request("DELETE", f"{LWSS}/namespaces/{namespace}/leaderworkersets", background)
-    plane.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/statefulsets", background)
+    # A controller whose cache still holds the owner may create one again after the first delete: a
+    # Job (jobset v0.12.0 pkg/controllers/jobset_controller.go createJobs), a worker StatefulSet per
+    # leader pod (lws v0.8.0 pkg/controllers/pod_controller.go). Deleted until none is left.
+    owned = [f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/apis/apps/v1/namespaces/{namespace}/statefulsets"]
 
     def gone() -> bool:
+        for path in owned:
+            plane.request("DELETE", path, background)
         plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
         plane.request("DELETE", f"{KUEUE}/namespaces/{namespace}/workloads", {"gracePeriodSeconds": 0})
         workloads = plane.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")["items"]
         pods = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
-        return not workloads and not pods
+        left = [item for path in owned for item in plane.request("GET", path)["items"]]
+        return not workloads and not pods and not left
 
-    plane.wait_for("the scenario's workloads and pods gone", gone, 180, 0.2)
+    plane.wait_for("the scenario's workloads, Jobs, StatefulSets and pods gone", gone, 180, 0.2)
 
 
 def _reservation_seconds(env: Env) -> list[int]:

@@ -11,7 +11,9 @@ the oracle's. The load fills both cubes:
   other cube.
 
 Every host of the cube that holds `decode` fails (tests/standins/tpu_host.py: its partitions read
-UNHEALTHY, its node is unreachable and its pods end). The preview says: Kueue evicts the four groups
+UNHEALTHY and its kubelet stops; the plane's real node lifecycle and taint-eviction controllers fail
+the nodes and leave their pods Terminating, timers shortened by tests/control_plane.py FAILURES),
+and a person force-deletes those pods (docs/operations.md). The preview says: Kueue evicts the four groups
 (NodeFailures), LWS makes them again, `decode` preempts `batch` and both LWSs are placed on the
 healthy cube, `batch` waits. Then every host is repaired and the preview says `batch` is admitted
 there. Each verdict is Kueue's once it holds for FINAL_QUIET, compared with the preview's; the
@@ -21,9 +23,8 @@ checks run no restart) races JobSet's failure against Kueue's eviction, which no
 and a group of one worker (2x2x2) has its two pods replaced one by one, the known limitation of
 tests/test_slice_recovery.py, so it may come back split across partitions (A9).
 
-What is not played: the grace periods before the node lifecycle controller and the taint manager
-act (tests/standins/tpu_host.py); the slice controller noticing a failed Slice. Cost: about 45 s
-with the plane's start, in the first plane group.
+What is not played: GKE node auto-repair; the slice controller noticing a failed Slice. Cost:
+about 70 s with the plane's start, in the first plane group.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class Phase:
     model: dict[str, str] = field(default_factory=dict)
     kueue: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0  # from the fault to Kueue's settled verdicts
+    detected: float = 0.0  # from the fault to its pods Terminating (the node lifecycle controller)
     node_failures: dict[str, int] = field(default_factory=dict)  # per Workload, evictions for failed nodes
     duplicates: list[str] = field(default_factory=list)  # a group with more than one Workload
     stuck: list[str] = field(default_factory=list)  # a Workload neither admitted nor judged waiting
@@ -215,7 +217,11 @@ def _run(env: Env, story: Story) -> None:
     failed = Phase(f"cube {story.cube} fails")
     story.phases.append(failed)
     started = time.monotonic()
-    tpu_host.fail_hosts(env.plane, hosts)
+    # The real controllers fail the nodes and leave their pods Terminating; a person force-deletes
+    # them (docs/operations.md), without which no group could be made again.
+    stuck = tpu_host.fail_hosts(env.plane, hosts)
+    failed.detected = time.monotonic() - started
+    tpu_host.force_delete(env.plane, stuck)
     after_failure = _prediction(env, [admission.CubeFault(story.model_cube)])
     assert not tied_preemptions(after_failure), "the story must not rest on a tie Kueue breaks by UID"
     _judge(env, failed, model_verdicts(SCENARIO, after_failure), started, hosts)
@@ -231,7 +237,7 @@ def _run(env: Env, story: Story) -> None:
 @pytest.fixture(scope="module")
 def story() -> Iterator[Story]:
     told = Story()
-    with oracle_env(STACK, CUBES) as env:
+    with oracle_env(STACK, CUBES, cp.FAILURES) as env:
         started = time.monotonic()
         try:
             _run(env, told)
@@ -239,7 +245,11 @@ def story() -> Iterator[Story]:
             told.phases.append(Phase("error", error=str(err)))
         print(f"\ncube failure story in {time.monotonic() - started:.0f} s", file=sys.stderr)
         for phase in told.phases:
-            print(f"  {phase.name}: {phase.seconds:.1f} s, kueue {phase.kueue}, model {phase.model}", file=sys.stderr)
+            print(
+                f"  {phase.name}: {phase.seconds:.1f} s (pods Terminating after {phase.detected:.1f} s), "
+                f"kueue {phase.kueue}, model {phase.model}",
+                file=sys.stderr,
+            )
         yield told
 
 

@@ -23,6 +23,14 @@ def test_auto_repair_alone_starts_after_about_ten_minutes_not_ready() -> None:
     assert repair.restart_seconds == 600
 
 
+def test_a_whole_cube_is_tainted_a_node_every_ten_seconds() -> None:
+    """At --node-eviction-rate 0.1, the last of a cube's 16 hosts is tainted 150 s after the first."""
+    person = recovery_time.recovery(person=True, hosts=16)
+    assert person.before_restart[0].seconds == 50 + 150
+    assert person.restart_seconds == 50 + 150 + 300
+    assert recovery_time.recovery(person=False, hosts=16).restart_seconds == 600
+
+
 def test_the_reload_is_the_startup_budget_an_upper_bound() -> None:
     for person in (True, False):
         found = recovery_time.recovery(person=person)
@@ -41,5 +49,6 @@ def test_durations_read_back_to_their_seconds_or_whole_minutes_past_an_hour(seco
 def test_the_cube_failure_preview_says_how_long_recovery_takes() -> None:
     said = "\n".join(unhealthy.failure_lines(config_with(), 0))
     assert "evicted by Kueue (NodeFailures)" in said
-    assert "made again after 5 min 50 s" in said and "made again after about 10 min" in said
+    assert "the last of 16 nodes at 0.1 a second" in said
+    assert "made again after 8 min 20 s" in said and "made again after about 10 min" in said
     assert "up to 4 h 10 min more" in said

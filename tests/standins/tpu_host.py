@@ -1,31 +1,33 @@
 """A TPU VM that fails and is repaired, as GKE and Kubernetes show it, on a plane's simulated node.
 
-What the plane's parts would do on a real cluster, each step named after who does it:
+Who does what, as on a real cluster:
 
-- GKE: every TPU7x node carries one `cloud.google.com/gke-tpu-partition-<shape>-state` label per
-  partition shape it belongs to (llm-d's TPU7x dynamic-slicing guide selects them at "HEALTHY";
-  tests/control_plane.py `_partition_ids` writes them on the plane). A failed host makes each
-  partition it is part of unhealthy, so every host sharing one of its `-id` labels reads
+- GKE (played here): every TPU7x node carries one `cloud.google.com/gke-tpu-partition-<shape>-state`
+  label per partition shape it belongs to (llm-d's TPU7x dynamic-slicing guide selects them at
+  "HEALTHY"; tests/control_plane.py `_partition_ids` writes them on the plane). A failed host makes
+  each partition it is part of unhealthy, so every host sharing one of its `-id` labels reads
   "UNHEALTHY" for that shape; repaired, they read "HEALTHY" again.
-- The kubelet stops: kwok stops playing it (the node loses kwok's annotation, kwok's
-  `--manage-nodes-with-annotation-selector`), and the node's Ready condition reads Unknown, as the
-  node lifecycle controller writes it when the kubelet's lease is not renewed
-  (kubernetes pkg/controller/nodelifecycle/node_lifecycle_controller.go `tryUpdateNodeHealth`), with
-  its `node.kubernetes.io/unreachable:NoExecute` taint (`UnreachableTaintTemplate`).
-- The taint-eviction controller deletes the host's pods once their toleration of that taint runs
-  out (300 s, the DefaultTolerationSeconds admission plugin), and with no kubelet to confirm they go
-  at once (grace period 0, as PodGC deletes the pods of a node that is gone).
+- The kubelet stops (played here): kwok stops playing it (the node loses kwok's label, kwok's
+  `--manage-nodes-with-label-selector`), so the node's Lease is no longer renewed.
+- The rest is the plane's real kube-controller-manager, never this file: its node lifecycle
+  controller marks the node Ready=Unknown once its Lease is older than the grace period and taints
+  it `node.kubernetes.io/unreachable:NoExecute`; its taint-eviction controller then deletes the
+  node's pods when their toleration runs out (tests/control_plane.py NodeLifecycle, the timers the
+  stories shorten). With no kubelet to confirm, each pod stays Terminating: a StatefulSet (an LWS
+  group's pods) makes no replacement while it exists. `fail_hosts` waits for that state.
+- Then either a person force-deletes the pods (`force_delete`, docs/operations.md "When a TPU host
+  fails"), or the host comes back (`repair_hosts`): kwok plays its kubelet again, confirms the
+  deletions (its pod-delete Stage) and reports Ready, and the node lifecycle controller lifts the
+  taint.
 
-What it cannot show: the plane does these at once rather than after the grace periods (40 s and
-300 s on a real cluster, the time to recover there is that much longer); GKE's own reaction beyond
-the labels (node auto-repair, the slice controller marking a Slice FAILED) is not played; nothing
-checks that GKE flips the state of every partition shape, which is the reading this file takes of
-a partition's state label.
+What it cannot show: GKE node auto-repair (it re-creates a VM whose node stayed NotReady for about
+ten minutes; its delay and whether the node keeps its name are not played, `repair_hosts` is the
+host coming back); the slice controller marking a Slice FAILED; that GKE flips the state of every
+partition shape, which is the reading this file takes of a partition's state label.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -62,27 +64,35 @@ def _ready(node: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _unknown(plane: cp.ControlPlane, host: str) -> bool:
-    """Ready Unknown on `host`, written again if anything wrote it back; True once it reads Unknown."""
-    node = plane.request("GET", f"/api/v1/nodes/{host}")
-    if _ready(node) == "Unknown":
-        return True
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    condition = {
-        "type": "Ready",
-        "status": "Unknown",
-        "reason": "NodeStatusUnknown",
-        "message": "Kubelet stopped posting node status.",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
-    plane.request("PATCH", f"/api/v1/nodes/{host}/status", {"status": {"conditions": [condition]}},
-                  content_type=STRATEGIC)  # fmt: skip
+def _tainted(node: Mapping[str, Any]) -> bool:
+    return any(
+        t["key"] == UNREACHABLE["key"] and t["effect"] == UNREACHABLE["effect"]
+        for t in node["spec"].get("taints") or []
+    )
+
+
+def _tolerates_for_good(pod: Mapping[str, Any]) -> bool:
+    """Whether `pod` tolerates the unreachable taint with no time limit (a DaemonSet's pods do), so
+    the taint-eviction controller never evicts it (k8s.io/api core/v1 toleration.go ToleratesTaint)."""
+    for toleration in pod["spec"].get("tolerations") or []:
+        key = toleration.get("key") or ""
+        matches_key = (toleration.get("operator") == "Exists" and not key) or key == UNREACHABLE["key"]
+        matches_effect = toleration.get("effect") in (None, "", UNREACHABLE["effect"])
+        if matches_key and matches_effect and toleration.get("tolerationSeconds") is None:
+            return True
     return False
 
 
+def _pods_on(plane: cp.ControlPlane, host: str) -> list[dict[str, Any]]:
+    return plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={host}"})["items"]
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
 def fail(plane: cp.ControlPlane, host: str) -> list[str]:
-    """The TPU VM `host` fails. Returns the pods that were running on it (namespace/name)."""
+    """The TPU VM `host` fails, as `fail_hosts` says. Returns the pods left Terminating on it."""
     return fail_hosts(plane, [host])
 
 
@@ -97,51 +107,53 @@ def _set_states_of(plane: cp.ControlPlane, hosts: list[str], state: str) -> None
         plane.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": states}}, content_type=MERGE)
 
 
-def fail_hosts(plane: cp.ControlPlane, hosts: list[str]) -> list[str]:
-    """The TPU VMs `hosts` fail together (a whole cube, say). Returns the pods that ran on them."""
+def fail_hosts(plane: cp.ControlPlane, hosts: list[str], timeout: float = 180.0) -> list[str]:
+    """The TPU VMs `hosts` fail together (a whole cube, say). Returns once the node lifecycle
+    controller has failed each node and the taint-eviction controller has marked each pod that ran
+    there for deletion: the pods (namespace/name), which stay Terminating."""
     _set_states_of(plane, hosts, UNHEALTHY)
+    evicted = [
+        _name(pod)
+        for host in hosts
+        for pod in _pods_on(plane, host)
+        if not pod["metadata"].get("deletionTimestamp") and not _tolerates_for_good(pod)
+    ]
     for host in hosts:
-        _unreachable(plane, host)
-    evicted = []
-    for host in hosts:
-        evicted += _end_pods(plane, host)
+        _stop_kubelet(plane, host)
+
+    def failed() -> bool:
+        nodes = [plane.request("GET", f"/api/v1/nodes/{host}") for host in hosts]
+        return all(_ready(node) == "Unknown" and _tainted(node) for node in nodes)
+
+    # kube-controller-manager's node lifecycle controller (tests/control_plane.py NodeLifecycle).
+    plane.wait_for(f"{len(hosts)} failed hosts Ready Unknown and tainted unreachable", failed, timeout, 0.5)
+
+    def marked() -> bool:
+        left = {_name(p) for host in hosts for p in _pods_on(plane, host) if not p["metadata"].get("deletionTimestamp")}
+        return not left & set(evicted)
+
+    # Its taint-eviction controller, once each pod's toleration of the taint runs out.
+    plane.wait_for(f"the {len(evicted)} pods of the failed hosts Terminating", marked, timeout, 0.5)
     return evicted
 
 
-def _unreachable(plane: cp.ControlPlane, host: str) -> None:
-    """The kubelet stops: kwok lets go of the node, which reads Ready Unknown with the taint."""
-    node = plane.request("GET", f"/api/v1/nodes/{host}")
-    taints = [t for t in node["spec"].get("taints") or [] if t["key"] != UNREACHABLE["key"]]
-    body = {
-        "metadata": {"annotations": {cp.KWOK_ANNOTATION: None}},
-        "spec": {"taints": [*taints, UNREACHABLE]},
-    }
+def _stop_kubelet(plane: cp.ControlPlane, host: str) -> None:
+    """The kubelet stops: kwok lets go of the node, and renews its Lease no more."""
+    body = {"metadata": {"labels": {cp.KWOK_LABEL: None}}}
     plane.request("PATCH", f"/api/v1/nodes/{host}", body, content_type=MERGE)
-    # kwok may write Ready back until it has seen its annotation go: wait until two reads in a row
-    # find Unknown (each read writes it again if not). No object shows that kwok's informer has
-    # seen the annotation go, so this is a count of reads, not a condition (CONTRIBUTING.md, The
-    # flake rule); a late write-back can only keep Kueue from evicting, which the stories' waits
-    # report as a verdict that never came, never as a pass.
-    plane.wait_for(f"{host} Ready Unknown", lambda: all(_unknown(plane, host) for _ in range(2)), 60)
 
 
-def _end_pods(plane: cp.ControlPlane, host: str) -> list[str]:
-    """The taint manager, then PodGC, delete the pods of unreachable `host`."""
-    pods = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={host}"})["items"]
-    evicted = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
-    # First as the taint-eviction controller deletes them (their grace period: they turn
-    # Terminating, which is what Kueue's node controller watches for), then as PodGC removes the
-    # pods of a node that will not come back (grace period 0: no kubelet is there to confirm).
-    for grace in (None, 0):
-        for pod in evicted:
-            namespace, name = pod.split("/")
-            try:
-                plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
-                              None if grace is None else {"gracePeriodSeconds": grace})  # fmt: skip
-            except cp.ApiError as err:
-                if err.status != 404:
-                    raise
-    return evicted
+def force_delete(plane: cp.ControlPlane, pods: list[str]) -> None:
+    """A person's step for pods stuck Terminating on a failed host: `kubectl delete pod --force
+    --grace-period=0` (the pod is removed without the kubelet's confirmation; Kueue's
+    kueue.x-k8s.io/managed finalizer still holds it until Kueue lets go)."""
+    for pod in pods:
+        namespace, name = pod.split("/")
+        try:
+            plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": 0})
+        except cp.ApiError as err:
+            if err.status != 404:
+                raise
 
 
 def repair(plane: cp.ControlPlane, host: str) -> None:
@@ -158,12 +170,14 @@ def repair_hosts(plane: cp.ControlPlane, hosts: list[str]) -> None:
 
 
 def _reachable(plane: cp.ControlPlane, host: str) -> None:
-    node = plane.request("GET", f"/api/v1/nodes/{host}")
-    taints = [t for t in node["spec"].get("taints") or [] if t["key"] != UNREACHABLE["key"]]
-    body = {
-        "metadata": {"annotations": {cp.KWOK_ANNOTATION: cp.KWOK_ANNOTATION_VALUE}},
-        "spec": {"taints": taints},
-    }
+    """The kubelet is back: kwok plays it again (its node-initialize Stage reports Ready, its
+    pod-delete Stage confirms the deletions left), and the node lifecycle controller lifts the
+    unreachable taint once the node is Ready."""
+    body = {"metadata": {"labels": {cp.KWOK_LABEL: cp.KWOK_LABEL_VALUE}}}
     plane.request("PATCH", f"/api/v1/nodes/{host}", body, content_type=MERGE)
-    # kwok's node-initialize Stage sets Ready True on a node of its whose Ready is not True.
-    plane.wait_for(f"{host} Ready again", lambda: _ready(plane.request("GET", f"/api/v1/nodes/{host}")) == "True", 60)
+
+    def back() -> bool:
+        node = plane.request("GET", f"/api/v1/nodes/{host}")
+        return _ready(node) == "True" and not _tainted(node)
+
+    plane.wait_for(f"{host} Ready again and its unreachable taint lifted", back, 120, 0.5)
