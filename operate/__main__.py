@@ -1,5 +1,7 @@
 """`python -m operate rollout`: preview every stack, then apply them in waves, canary first
-(operate/rollout.py). Needs the Pulumi CLI and each stack's backend and credentials, as `pulumi up`."""
+(operate/rollout.py). Needs the Pulumi CLI and each stack's backend and credentials, as `pulumi up`.
+Before its first step it runs the fleet's check (`make stacks`, plan/stacks.py) on every stack file
+and refuses to start on an invalid one or on stacks that contradict each other."""
 
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(known))
     if unknown:
         print(f"error: no stack file for {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
+        return 2
+    # Every stack file, not only those chosen: a chosen stack may contradict one already up.
+    lines, problems = stacks.report(ROOT)
+    if problems:
+        print("\n".join(lines), file=sys.stderr)
+        print("error: the stacks contradict each other or do not load (above); nothing was previewed", file=sys.stderr)
         return 2
     try:
         outcomes = rollout.rollout(

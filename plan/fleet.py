@@ -3,9 +3,10 @@
 One row per stack file, from its validated settings and the same admission model the plan's
 preview uses (domain/admission.py), without running the Pulumi program: block and sub-blocks,
 chips reserved and held at the planned load, the high-priority workloads Kueue would leave
-pending, and, with `pricing`, the monthly and idle cost (plan/cost.py). Then the cross-stack
-claims `make stacks` checks (plan/stacks.py). An invalid stack file is one line, and the others are
-still shown.
+pending, and, with `pricing`, the monthly and idle cost (plan/cost.py). Then the contradictions
+between stacks, by the same check as `make stacks` (plan/stacks.py `check`, the rules of
+settings/rules_fleet.py), each naming both stacks and the key; any of them, or an invalid stack file,
+fails the command. An invalid stack file is one line, and the others are still shown.
 """
 
 from __future__ import annotations

@@ -1,31 +1,28 @@
-"""Checks across every stack file of the repository: reservation claims and name collisions.
+"""Checks across every stack file of the repository: the contradictions of settings/rules_fleet.py.
 
-`pulumi preview` sees one stack at a time; two stacks claiming the same
-sub-block, or more cubes than a block holds, fail only halfway through
-creating TPU VMs. This reads all `Pulumi.<stack>.yaml` files and says which
-stacks conflict, and over what, before anything is created.
+`pulumi preview` sees one stack at a time; two stacks claiming the same sub-block, a block from two
+zones, more cubes than a block holds, or one Workload Identity principal in one project each pass
+alone and fail (or leak grants) only once both exist. This reads all `Pulumi.<stack>.yaml` files,
+gives each its Workload Identity principals (`principals`, from its settings and the names the
+components give their service accounts) and says which stacks contradict, over which key, before
+anything is created. `check` is the one check: `make stacks`, `make fleet` (plan/fleet.py), the
+rollout before its first step (operate/__main__.py) and CI's `make stacks` all run it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from plan import engine
+from settings import rules_fleet
 from settings.loader import ConfigError, load
-from settings.model import StackConfig
+from settings.model import Backend, StackConfig
+from settings.rules_fleet import Principal
 from settings.stack_file import StackFileError, check_stack_name
 
-
-@dataclass(frozen=True)
-class Conflict:
-    stacks: tuple[str, ...]
-    message: str
-
-    def __str__(self) -> str:
-        return f"{' and '.join(sorted(self.stacks))}: {self.message}"
+# What the fleet refuses, and each invalid stack file (one stack, no key): settings/rules_fleet.py.
+Conflict = rules_fleet.Contradiction
 
 
 def stack_files(root: Path = engine.ROOT) -> dict[str, Path]:
@@ -54,70 +51,56 @@ def load_stacks(root: Path = engine.ROOT) -> tuple[dict[str, StackConfig], list[
     return configs, problems
 
 
-def _block_key(config: StackConfig) -> tuple[str, str, str] | None:
-    reservation = config.reservation
-    if reservation is None or reservation.block is None or not config.serving.dynamic_slicing:
-        return None
-    return (config.reservation_project, reservation.name, reservation.block)
+# backends/vllm_pd.py SERVICE_ACCOUNT, written again: only the registry imports a backend module
+# (tests/test_layout.py); tests/test_fleet_contradictions.py holds it to the plan's IAM members.
+MODEL_SERVER = "vllm-model-server"
 
 
-def _claims(configs: Mapping[str, StackConfig]) -> list[Conflict]:
-    conflicts = []
-    by_block: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for stack, config in configs.items():
-        key = _block_key(config)
-        if key is not None:
-            by_block[key].append(stack)
-    for (project, name, block), stacks in sorted(by_block.items()):
-        where = f"projects/{project}/reservations/{name}/reservationBlocks/{block}"
-        owner: dict[str, str] = {}
-        for stack in stacks:
-            for sub in configs[stack].reservation.sub_blocks or ():  # type: ignore[union-attr]
-                if sub in owner:
-                    conflicts.append(Conflict((owner[sub], stack), f"both claim sub-block {sub!r} of {where}"))
-                else:
-                    owner[sub] = stack
-        declared = {s: configs[s].reservation.block_cubes for s in stacks}  # type: ignore[union-attr]
-        sizes = {v for v in declared.values() if v is not None}
-        if len(sizes) > 1:
-            named = tuple(s for s, v in declared.items() if v is not None)
-            conflicts.append(Conflict(named, f"declare different blockCubes {sorted(sizes)} for {where}"))
-        elif sizes:
-            size = sizes.pop()
-            used = {s: configs[s].tpu.cubes for s in stacks}
-            if sum(used.values()) > size:
-                detail = ", ".join(f"{s} {n}" for s, n in used.items())
-                conflicts.append(
-                    Conflict(
-                        tuple(stacks),
-                        f"claim {sum(used.values())} cubes ({detail}) of {where}, "
-                        f"which holds {size} (reservation.blockCubes)",
-                    )
+def principals(config: StackConfig) -> tuple[rules_fleet.Principal, ...]:
+    """The Kubernetes service accounts the stack's program grants Google Cloud roles to, from its
+    settings and the names the components give them (tests/test_fleet_contradictions.py holds this
+    to the IAM members of each stack's offline plan)."""
+    # Imported here: the components bring the Pulumi providers, which the table and checks need not load.
+    from k8s import metrics_adapter
+    from workloads import benchmark_job, jetstream, saxml
+
+    serving = config.serving
+    namespace, key = serving.namespace, "serving.namespace"
+    if serving.backend is Backend.VLLM_PD:
+        found = [Principal(namespace, MODEL_SERVER, key, "the vLLM model servers")]
+        if serving.benchmark.enabled:
+            found.append(Principal(namespace, benchmark_job.SERVICE_ACCOUNT, key, "the serving benchmark"))
+        scaled = [role for role in rules_fleet.ROLES if getattr(serving, role).autoscaling is not None]
+        if scaled and config.controllers.install:
+            found.append(
+                Principal(
+                    metrics_adapter.NAMESPACE,
+                    metrics_adapter.NAME,
+                    f"serving.{scaled[0]}.autoscaling",
+                    "the custom metrics adapter",
+                    "one stack per project with autoscaled roles and its own adapter (the adapter's "
+                    "namespace and name are fixed), or controllers.install false where the cluster's "
+                    "platform team serves the metrics API",
                 )
-    return conflicts
+            )
+        return tuple(found)
+    if serving.backend is Backend.SAXML:
+        return (
+            Principal(namespace, saxml.KSA, key, "the Saxml admin and model servers"),
+            Principal(namespace, saxml.HTTP_ACCOUNT, key, "sax-http"),
+        )
+    if serving.backend is Backend.JETSTREAM:
+        return (Principal(namespace, jetstream.SERVICE_ACCOUNT, key, "the JetStream servers"),)
+    return ()
 
 
-def _names(configs: Mapping[str, StackConfig]) -> list[Conflict]:
-    conflicts = []
-    owner: dict[tuple[str, str, str], str] = {}
-    for stack, config in configs.items():
-        names = [*config.names.gcp_names(config.pool_keys()), config.names.sax_bucket(config.project)]
-        for name in names:
-            key = (config.project, config.location, name)
-            if key in owner and owner[key] != stack:
-                conflicts.append(
-                    Conflict(
-                        (owner[key], stack),
-                        f"both derive the name {name!r} in {config.project}/{config.location}; "
-                        "give one of them another namePrefix",
-                    )
-                )
-            owner.setdefault(key, stack)
-    return conflicts
+def fleet(configs: Mapping[str, StackConfig]) -> list[rules_fleet.FleetStack]:
+    return [rules_fleet.FleetStack(name, config, principals(config)) for name, config in configs.items()]
 
 
 def check(configs: Mapping[str, StackConfig]) -> list[Conflict]:
-    return [*_claims(configs), *_names(configs)]
+    """The one check of the fleet: `make stacks`, `make fleet` and the rollout refuse by it."""
+    return rules_fleet.check(fleet(configs))
 
 
 def report(root: Path = engine.ROOT) -> tuple[list[str], list[Conflict]]:
@@ -125,18 +108,10 @@ def report(root: Path = engine.ROOT) -> tuple[list[str], list[Conflict]]:
     found = check(configs)
     names = ", ".join(path.name.removeprefix("Pulumi.").removesuffix(".yaml") for path in stack_files(root).values())
     lines = [f"checked {len(configs) + len(problems)} stack file(s): {' '.join(names.split())}"]
-    for key, stacks in sorted(_blocks(configs).items()):
-        used = sum(configs[s].tpu.cubes for s in stacks)
-        lines.append(f"  {key}: {used} cube(s) by {', '.join(f'{s} ({configs[s].tpu.cubes})' for s in stacks)}")
+    for where, group in rules_fleet.blocks(fleet(configs)).items():
+        used = sum(rules_fleet.most_cubes(s.config) for s in group)
+        by = ", ".join(f"{s.name} ({rules_fleet.most_cubes(s.config)})" for s in group)
+        lines.append(f"  {where}: {used} cube(s) by {by}")
     lines += [f"  INVALID {p.message}" for p in problems]
     lines += [f"  CONFLICT {c}" for c in found] or ([] if problems else ["  no conflicts"])
     return lines, [*problems, *found]
-
-
-def _blocks(configs: Mapping[str, StackConfig]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = defaultdict(list)
-    for stack, config in configs.items():
-        key = _block_key(config)
-        if key is not None:
-            found["projects/{}/reservations/{}/reservationBlocks/{}".format(*key)].append(stack)
-    return found

@@ -48,7 +48,8 @@ def test_two_stacks_claiming_one_sub_block_are_a_conflict_and_fail(tmp_path: Pat
     (tmp_path / "Pulumi.dev-b.yaml").write_text(text.replace("sub-block-2", "sub-block-0"))
     lines, wrong = fleet.report(tmp_path)
     assert wrong and any(
-        line.startswith("CONFLICT dev and dev-b: both claim sub-block 'sub-block-0'") for line in lines
+        line.startswith("CONFLICT dev and dev-b: reservation.subBlocks: both claim sub-block 'sub-block-0'")
+        for line in lines
     )
 
 
