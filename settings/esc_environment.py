@@ -269,6 +269,8 @@ def merge(stack: Mapping[str, Any], environment: dict[str, Any] | None, project:
     environment's `pulumiConfig` merged in as `pulumi up` merges it; every secret, the stack's and
     the environment's, as `SECRET_PLACEHOLDER`."""
     config: dict[str, Any] = {}
+    # A key holding a secret anywhere is secret, as the CLI marks it; that exempts no plain value beside
+    # the secret from the credential check, which reads every leaf (settings/credentials.py).
     secret_keys: set[str] = set()
     for key, value in stack.items():
         config[key], secret = _redacted(_secured(value))

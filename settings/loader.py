@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +19,8 @@ from settings.base import ProblemsError
 from settings.model import ServingConfig, StackConfig
 
 NAMESPACE = "tpu-slicing"
+# Where `pulumi up` runs the program and reads `Pulumi.<stack>.yaml` (Pulumi.yaml sets no stackConfigDir).
+ROOT = Path(__file__).resolve().parent.parent
 SECRET_KEYS = frozenset({"hfToken"})
 PROVIDER_SECRETS = frozenset({"gcp:credentials", "gcp:accessToken"})
 
@@ -89,18 +92,23 @@ def load(
     stack: str,
     project: str | None,
     secret_keys: Iterable[str] = (),
+    secret_leaves: Iterable[str] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> StackConfig:
     """Validate the `tpu-slicing:*` keys of one stack.
 
     `raw` maps full config keys (`tpu-slicing:zone`, `gcp:project`, ...) to values
-    as the engine provides them; `secret_keys` are the keys set with --secret. `clock` is read
+    as the engine provides them; `secret_keys` are the keys set with --secret, or holding a secret
+    anywhere inside; `secret_leaves` which values inside them are the secrets, when the engine handed
+    them decrypted (`secure_leaves`; offline they are placeholders). `clock` is read
     once: the moment rules bound in time judge at (a maintenance exclusion in force now), fixed by tests.
     A refusal shows no value of the stack that could be a secret (settings/credentials.py `redact`),
     whichever rule wrote it.
     """
     try:
-        return _judged(raw, stack=stack, project=project, secret_keys=secret_keys, clock=clock)
+        return _judged(
+            raw, stack=stack, project=project, secret_keys=secret_keys, secret_leaves=secret_leaves, clock=clock
+        )
     except ConfigError as err:
         given = credentials.given_strings({k: _decode(v) for k, v in raw.items()})
         raise ConfigError([credentials.redact(p, given, PUBLIC_NAMES) for p in err.problems]) from None
@@ -112,9 +120,11 @@ def _judged(
     stack: str,
     project: str | None,
     secret_keys: Iterable[str],
+    secret_leaves: Iterable[str] | None,
     clock: Callable[[], datetime],
 ) -> StackConfig:
     secrets = set(secret_keys)
+    leaves = frozenset(secret_leaves or ())
     decoded = {full_key: _decode(value) for full_key, value in raw.items()}
     data: dict[str, Any] = {}
     for full_key, value in decoded.items():
@@ -138,11 +148,12 @@ def _judged(
         )
     # A token or key in an ordinary setting is refused alone: validating the rest could echo it in a
     # message (a value that breaks a rule is shown), and a leaked credential is the first thing to fix.
+    # Every plain value is read, a secret's siblings too (settings/credentials.py `plain_credentials`).
     plain = {k: v for k, v in decoded.items() if k not in PROVIDER_SECRETS and k != f"{NAMESPACE}:hfToken"}
-    leaked = credentials.plain_credentials(plain, secrets)
+    leaked = credentials.plain_credentials(plain, secrets, leaves)
     # The gcp: and pulumi: keys the provider and the engine read, judged like the program's own; each
     # check reads its own key only, so a key that holds no credential is judged beside a leak elsewhere.
-    clean = {k: v for k, v in decoded.items() if not credentials.plain_credentials({k: v}, secrets)}
+    clean = {k: v for k, v in decoded.items() if not credentials.plain_credentials({k: v}, secrets, leaves)}
     if leaked:
         raise ConfigError(problems + leaked + provider_keys.problems(clean, secrets))
     problems += provider_keys.problems(clean, secrets)
@@ -196,7 +207,42 @@ def from_runtime() -> StackConfig:
         """Also a RunError, which the language host prints as its message alone, no traceback
         (sdk/python/cmd/pulumi-language-python-exec: `except pulumi.RunError as e: pulumi.log.error(str(e))`)."""
 
+    stack = pulumi.get_stack()
+    leaves = secure_leaves(raw, secret_keys, ROOT / f"Pulumi.{stack}.yaml")
     try:
-        return load(raw, stack=pulumi.get_stack(), project=gcp_project, secret_keys=secret_keys)
+        return load(raw, stack=stack, project=gcp_project, secret_keys=secret_keys, secret_leaves=leaves)
     except ConfigError as err:
         raise RefusedConfigError(err.problems) from None
+
+
+def _secure_paths(value: Any, path: str) -> Iterator[str]:
+    """The path of each `secure:` value in a stack file's value (a mapping of the one key `secure` to a
+    string, sdk/go/common/resource/config/object.go), as settings/credentials.py writes paths."""
+    if isinstance(value, Mapping):
+        if set(value) == {"secure"} and isinstance(value["secure"], str):
+            yield path
+            return
+        for key, inner in value.items():
+            yield from _secure_paths(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _secure_paths(inner, f"{path}[{index}]")
+
+
+def secure_leaves(raw: Mapping[str, Any], secret_keys: Iterable[str], path: Path) -> frozenset[str]:
+    """Which values of the secret keys are the secrets, when `pulumi up` hands them decrypted.
+
+    The CLI marks a whole key secret when a `secure:` value sits anywhere inside it and hands the
+    program the decrypted object (PULUMI_CONFIG_SECRET_KEYS names keys, not paths), so the secrets are
+    read from the stack file itself: the paths of its `secure:` values. Read only when a secret key is
+    structured. An ESC environment's secret inside an object, or a stack file that cannot be read,
+    leaves no path: every leaf of that key is then judged as plain, and refused if shaped like a
+    credential (the program writes such a leaf into pods in plain text at `pulumi up` anyway)."""
+    if not any(isinstance(_decode(raw.get(key)), dict | list) for key in secret_keys):
+        return frozenset()
+    try:
+        document = stack_file.parse(stack_file.decode(stack_file.read_bytes(path)))
+        config = stack_file.config_keys(document.get("config") or {}, NAMESPACE)
+    except stack_file.StackFileError:
+        return frozenset()
+    return frozenset(leaf for key, value in config.items() for leaf in _secure_paths(value, key))

@@ -130,9 +130,10 @@ _BASE62 = string.ascii_letters + string.digits
 
 
 def _unknown_token(seed: int) -> str:
-    """40 random characters of the base62 alphabet most vendors' tokens use, of no rule's shape."""
+    """42 random characters of the base62 alphabet most vendors' tokens use, of no rule's shape (40 alone
+    are the shape of an AWS or Cloud Storage HMAC secret key, settings/credentials.py)."""
     rng = random.Random(seed)
-    body = "".join(rng.choice(_BASE62) for _ in range(38))
+    body = "".join(rng.choice(_BASE62) for _ in range(40))
     token = body + rng.choice(string.digits) + rng.choice(string.ascii_lowercase)
     assert credentials.find(token) is None, token  # no rule knows it: only the echo rule keeps it out
     return token
