@@ -24,6 +24,7 @@ from tests.test_admission_oracle import (
     kueue_verdicts,
     model_verdicts,
     oracle_env,
+    previewer,
     run_in_kueue,
     tied_preemptions,
 )
@@ -69,7 +70,9 @@ def test_kueue_admits_what_the_stack_plan_says(stack_env: Env) -> None:
     section = _section(stack_env)
     assert not tied_preemptions(section), "the stack's outcome rests on a tie Kueue breaks by UID"
     plan = model_verdicts(scenario, section)
-    observed = run_in_kueue(stack_env, scenario, plan)
+    # Each arrival waits for the preview's verdicts on the arrivals so far, on the stack's own cubes,
+    # not for a quiet period (tests/test_admission_oracle.py `run_in_kueue`).
+    observed = run_in_kueue(stack_env, scenario, plan, previewer(stack_env, stack_env.config.tpu.cubes))
     kueue = kueue_verdicts(scenario, observed)
     where = {name: o.cubes for name, o in observed.items() if o.cubes}
     print(f"\n{scenario.name} {scenario.workloads}: plan {plan}\n  kueue {kueue} cubes {where}", file=sys.stderr)

@@ -337,11 +337,15 @@ def _slice_names(plane: cp.ControlPlane) -> list[str]:
 
 
 def _settle(plane: cp.ControlPlane, name: str, ws: Workspace, running: ctl.Controllers, timeout: float = 180) -> None:
-    """Wait until each LeaderWorkerSet has all its pods Ready: `pulumi up` does not wait for them
-    (Kueue admits, the LWS controller creates the groups, the scheduler binds, kwok runs them).
-    On a timeout the pod tests report what is missing."""
+    """Wait until each LeaderWorkerSet has all its pods Ready, each JobSet all its pods bound, and
+    every placed slice its Slice: `pulumi up` waits for none of them (the LWSs and JobSets are
+    skipAwait; Kueue admits, the LWS and JobSet controllers create the pods, the scheduler binds,
+    kwok runs them; the slice stand-in makes the Slices in its labelling pass). On a timeout the
+    pod tests report what is missing."""
     api = Api(plane)
-    sets = [r for r in _kubernetes_resources(ws, name) if r["kind"] == "LeaderWorkerSet"]
+    resources = _kubernetes_resources(ws, name)
+    sets = [r for r in resources if r["kind"] == "LeaderWorkerSet"]
+    jobsets = [r for r in resources if r["kind"] == "JobSet"]
 
     def ready() -> bool:
         running.check_alive()
@@ -361,10 +365,37 @@ def _settle(plane: cp.ControlPlane, name: str, ws: Workspace, running: ctl.Contr
             ]
             if len(up) < wanted:
                 return False
-        return True
+        for resource in jobsets:
+            live = api.get(resource["apiVersion"], resource["kind"], resource["namespace"], resource["name"]) or {}
+            jobs = (live.get("spec") or {}).get("replicatedJobs") or []
+            wanted = sum(job.get("replicas", 1) * job["template"]["spec"].get("parallelism", 1) for job in jobs)
+            pods = plane.request(
+                "GET",
+                f"/api/v1/namespaces/{resource['namespace']}/pods",
+                query={"labelSelector": f"jobset.sigs.k8s.io/jobset-name={resource['name']}"},
+            )["items"]
+            if len(pods) < wanted or not all(p["spec"].get("nodeName") for p in pods):
+                return False
+        return not _slices_missing(plane)
 
     with contextlib.suppress(cp.ControlPlaneError):
-        plane.wait_for("every LeaderWorkerSet's pods Ready", ready, timeout, interval=1.0)
+        plane.wait_for("every LWS pod Ready, every JobSet pod bound, every Slice made", ready, timeout, interval=1.0)
+
+
+def _slices_missing(plane: cp.ControlPlane) -> list[str]:
+    """The Slices the stand-in has yet to make for the slices placed so far: one per unit (an LWS
+    group, a JobSet's Job) whose live pods carry a shape and a host, as its labelling pass reads
+    them every LABEL_INTERVAL (tests/standins/slice_admission.py `_label_slices`)."""
+    units: set[str] = set()
+    for key in slice_admission.UNITS:
+        for pod in plane.request("GET", "/api/v1/pods", query={"labelSelector": key})["items"]:
+            meta, spec = pod["metadata"], pod["spec"]
+            if pod.get("status", {}).get("phase") in slice_admission.FINISHED or meta.get("deletionTimestamp"):
+                continue
+            shaped = (meta.get("annotations") or {}).get(slice_admission.SLICE_TOPOLOGY_ANNOTATION)
+            if shaped and ((spec.get("nodeSelector") or {}).get(slice_admission.HOST) or spec.get("nodeName")):
+                units.add(slice_admission._slice_name(meta["labels"][key]))
+    return sorted(units - set(_slice_names(plane)))
 
 
 def _images(obj: dict[str, Any]) -> list[str]:

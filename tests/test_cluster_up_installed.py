@@ -230,7 +230,15 @@ def _lifecycle(setting: Setting, run: Run) -> None:
             ws.pulumi("config", "set", "--path", f"tpu-slicing:{key}", "false", "--stack", name)
         step("teardown up", "up", "--yes", "--skip-preview", "--policy-pack", "policy",
              "--policy-pack-config", "policy/teardown-config.json")  # fmt: skip
-        step("destroy", "destroy", "--yes", "--skip-preview")
+        if step("destroy", "destroy", "--yes", "--skip-preview").returncode == 0:
+            # Helm uninstalls with background propagation (helm v3.18.6 pkg/action/uninstall.go
+            # parseCascadingFlag): the Deployments go at once, their pods later, by the garbage
+            # collector; each body is stopped once its chart's pods are all gone.
+            def stopped() -> bool:
+                bodies.check()
+                return set(bodies.stopped) == set(program.CHARTS)
+
+            plane.wait_for("every chart's controller stopped", stopped, 180)
         for release, documents in run.manifests.items():
             namespace = program.CHARTS[release].namespace
             run.left[release] = [f"{d['kind']} {d['metadata']['name']}" for d in documents if _live(api, d, namespace)]
@@ -250,6 +258,10 @@ def _apply_patch(setting: Setting, run: Run, label: str, step: Any) -> bool:
     plane, namespace = setting.plane, setting.config.serving.namespace
     kueue = program.CHARTS["kueue"]
     deployment = f"/apis/apps/v1/namespaces/{kueue.namespace}/deployments/{kueue.deployment}"
+    # The serving LWSs are skipAwait (workloads/vllm_pd.py): `up` returns before their groups run.
+    # As tests/operations.py `apply` does, the snapshot waits until every LWS settled.
+    plane.wait_for("every LeaderWorkerSet settled before the patch", lambda: operations.settled(plane, namespace) == "",
+                   operations.SETTLE_TIMEOUT, 1.0)  # fmt: skip
     record: dict[str, Any] = {
         "pods before": operations.serving_pods(plane, namespace),
         "admission before": operations.admission(plane, namespace),
