@@ -7,8 +7,9 @@ does only the two things Kueue waits for:
 
 1. marks every AdmissionCheck of that controller Active=True (status subresource), and
 2. for every Workload with QuotaReserved=True (and not being evicted) whose state for such a
-   check is not Ready, sets that state to Ready by server-side apply of the status with
-   fieldManager `accelerator.gke.io/slice` and force, as an admission check controller does.
+   check is not Ready, sets that state to Ready ("Slices are in states: 1 ACTIVE", the real
+   controller's words) by server-side apply of the status with fieldManager
+   `accelerator.gke.io/slice` and force, as the real controller does.
 
 Kueue then admits the Workload and unsuspends its job. Like the real controller once a slice is
 formed, it then labels the slice's nodes (GKE docs "Use dynamic slicing with a custom scheduler",
@@ -23,33 +24,64 @@ CRD here, tests/standins/gke_addons.py) per live slice, with a finalizer it remo
 after the slice's pods are gone, and only while the slice controller's Deployment exists, as only
 a running controller finalizes Slices.
 
-A slice that never comes up is played for the Workloads of the owners named in `stalled`: their
-check is not Ready, and once `activation_timeout` seconds have passed since Kueue reserved their
-quota, the check's state is set to Retry with a message naming the slice, as the real controller
-does with its `--activation-timeout` flag and UseRetryMechanismForSliceCreation gate (both in
-GKE's published manifest, k8s/slice_controller.py ARGS; the timeout is shortened here). Kueue then
-evicts the Workload and queues it again (kueue v0.19.2 pkg/controller/core/workload_controller.go
-`reconcileCheckBasedEviction`); each new reservation starts a new activation. The real controller's
-message, whether it ever answers Rejected instead, and whether it sets `requeueAfterSeconds` are
-not published: here the message is the stand-in's own, the answer is always Retry, with no delay.
+A slice that never comes up is played for the Workloads of the owners named in `stalled`, as the
+real controller (AI-Hypercomputer/xpk slice/, 250d4b3c = v0.8.0-196; the program runs v0.8.0-200)
+answers it with the UseRetryMechanismForSliceCreation gate on and its `--activation-timeout`
+(both in GKE's published manifest, k8s/slice_controller.py ARGS; the timeout is shortened here).
+Kueue v0.19.2 is the real one; only the controller's side is played, from its source:
+
+- while the slice activates, the check stays Pending with the controller's message for the
+  Workload's Slices, "Slices are in states: 1 ACTIVATING" (internal/controller/workload_controller.go
+  `buildAdmissionCheckMessage`, one Slice per slice the Workload asks for, named as
+  internal/core/slice.go `SliceName` names them; an LWS's leader PodSet has none);
+- once `activation_timeout` seconds have passed since Kueue reserved the quota (the Slice is
+  STALE: Ready not True for the activation timeout, internal/core/slice.go `isStale`), the check
+  goes Retry with the source's message, "Slices are in states: 1 STALE. Errors: <slice>: <the
+  Slice's Ready message> (stale)", and `requeueAfterSeconds` = RETRY_DELAY_SECONDS, the default of
+  `--retry-delay-on-slice-failure` (cmd/main.go), which the program does not set
+  (`prepareAdmissionCheckStatus`, `evictWorkload`). The Ready message is GKE's and unpublished:
+  here it is the stand-in's own (STALE_READY_MESSAGE);
+- with a Retry it sets the Workload's condition TPUSliceFailure True, reason FormationTimeout,
+  with the check's message; at its next write of a state that is not Retry (the next
+  reservation's Pending or Ready) the condition goes False with "Previously: <message>", and a
+  write after that leaves it out, so server-side apply drops it (`updateWorkloadStatus`, the
+  same field manager; internal/core/constants.go).
+
+Kueue then sets `status.requeueState.requeueAt` to the check's lastTransitionTime plus the delay
+and holds the Workload, quota reserved, until then (its `Reconcile` returns early while requeueAt
+is ahead, before `reconcileCheckBasedEviction`); then it evicts the Workload (reason
+AdmissionCheck), resets the check to Pending with `retryCount` one higher and queues it again at
+once (kueue v0.19.2 pkg/controller/core/workload_controller.go, pkg/workload/admissionchecks.go
+`NeedsRequeueAtUpdate`, pkg/workload/evict/evict.go `resetChecksOnEviction`); each new
+reservation starts a new activation. Whether the real controller ever answers Rejected is not in its source's
+paths for a slice that does not come up: here the answer is always Retry.
+
+A slice that degrades (its Slice's Ready reason ACTIVE_DEGRADED) is counted as active by the real
+controller with its FailOnUntoleratedDegradedSlice gate off, as the program runs it
+(`calculateEffectiveSliceCounts`): the check stays Ready. This stand-in, which reads no Slice
+status, does the same by doing nothing (tests/test_slice_degraded.py).
 
 What it cannot show: the real controller forms the ICI links of each admitted slice (the Slice
 objects' real spec and status, their names, their scope), checks the partitions' health and may answer
-Retry or Rejected, takes time to provision, reacts to node failures and removes a slice's labels
-when it is torn down; here every check passes at once, a slice's hosts are labelled only once its
+Retry for a FAILED or deleted Slice, takes time to provision, reacts to node failures and removes a slice's labels
+when it is torn down; here every check passes at once unless stalled, a slice's hosts are labelled only once its
 pods are placed there (the real controller forms and labels a slice before its check is Ready, so
 before Kueue admits: here a pod may meet the name of a slice gone just before, which can hold LWS
 groups that ask for exclusive slices back), and a host's labels
 stay until a live slice claims it that the host's current slice's pods are not on (the pods of
-finished or deleted units are ignored).
+finished or deleted units are ignored). It keeps no Slice object for a stalled activation (Slices
+only for placed pods, named its own way), records no events (`AdmissionCheckUpdated`), and adds
+none of the podSetUpdates the real controller writes with Ready (a `cloud.google.com/gke-tpu-topology`
+nodeSelector of the slice's shape).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests import control_plane as cp
 from tests.standins.poller import Poller
@@ -75,6 +107,74 @@ CONTROLLER_DEPLOYMENT = (
 # Tearing a slice down takes the real controller a while after its pods are gone (ICI links,
 # the nodes' release); a destroy that deletes the controller sooner leaves the Slice behind.
 TEARDOWN_SECONDS = 5.0
+
+# What the real controller answers a slice that does not come up (xpk slice/, 250d4b3c):
+# `--retry-delay-on-slice-failure` defaults to 10s (cmd/main.go) and the program does not pass it
+# (k8s/slice_controller.py ARGS), so every Retry asks Kueue for 10 s (requeueAfterSeconds).
+RETRY_DELAY_SECONDS = 10
+SLICE_FAILURE = "TPUSliceFailure"  # internal/core/constants.go WorkloadSliceFailureConditionType
+FORMATION_TIMEOUT = "FormationTimeout"  # its reason for a STALE Slice with the retry gate on
+# A stalled Slice's Ready message is GKE's, not published: these words are the stand-in's.
+STALE_READY_MESSAGE = "stand-in: ICI links not formed"
+SLICE_NAME_LENGTH, SLICE_NAME_HASH = 49, 5  # internal/core/slice.go maxSliceNameLength, hashLength
+LWS_LEADER_PODSET = "leader"  # internal/core/constants.go LWSLeaderPodSetName: its PodSet gets no Slice
+TOPOLOGY = re.compile(r"[0-9]+x[0-9]+x[0-9]+")  # internal/core/core.go IsValidTPUTopology
+
+
+class Answer(NamedTuple):
+    """A Retry the stand-in answered: the Workload, when (monotonic), the check's lastTransitionTime
+    as written (whole seconds, what Kueue adds the delay to) and its message."""
+
+    workload: str
+    at: float
+    stamp: str
+    message: str
+
+
+class Reservation(NamedTuple):
+    """A quota reservation the stand-in saw begin: the Workload, the QuotaReserved condition's
+    lastTransitionTime (Kueue's, whole seconds) and when the stand-in saw it (monotonic)."""
+
+    workload: str
+    stamp: str
+    at: float
+
+
+def source_slice_name(namespace: str, workload: str, podset: str, index: int) -> str:
+    """The real controller's Slice name (internal/core/slice.go `SliceName`)."""
+    name = f"{namespace}-{workload}-{podset}-{index}"
+    if len(name) <= SLICE_NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:SLICE_NAME_HASH]
+    return f"{name[: SLICE_NAME_LENGTH - (SLICE_NAME_HASH + 1)]}-{digest}"
+
+
+def workload_slices(workload: dict[str, Any]) -> list[str]:
+    """The Slices the real controller makes for a Workload: per PodSet with a slice topology and a
+    topology request (an LWS's leader PodSet none), `subGroupCount` of them (workload_controller.go
+    `shouldCreateSlicesForPodSetAssignment`, `syncSlices`)."""
+    meta = workload["metadata"]
+    lws = any(o.get("kind") == "LeaderWorkerSet" for o in meta.get("ownerReferences") or [])
+    names = []
+    for podset in workload.get("spec", {}).get("podSets") or []:
+        annotations = ((podset.get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        shape = annotations.get(SLICE_TOPOLOGY_ANNOTATION, "")
+        request = podset.get("topologyRequest")
+        if (lws and podset["name"] == LWS_LEADER_PODSET) or not TOPOLOGY.search(shape) or request is None:
+            continue
+        count = int(request.get("subGroupCount") or 1)
+        names += [source_slice_name(meta["namespace"], meta["name"], podset["name"], i) for i in range(count)]
+    return names
+
+
+def slices_message(slices: list[str], state: str) -> str:
+    """The controller's check message for Slices all in `state` (`buildAdmissionCheckMessage`)."""
+    if not slices:
+        return "Waiting for Slices to be created"
+    message = f"Slices are in states: {len(slices)} {state}"
+    if state == "STALE":
+        message += ". Errors: " + "; ".join(f"{name}: {STALE_READY_MESSAGE} (stale)" for name in slices)
+    return message
 
 
 def _slice_name(unit: str) -> str:
@@ -108,8 +208,8 @@ class SliceAdmission(Poller):
         # controller's --activation-timeout, and when each stalled reservation began.
         self.stalled: set[str] = set()
         self.activation_timeout = 3600.0
-        self.retries: list[tuple[str, float]] = []  # (Workload, monotonic time) of each Retry answered
-        self.activations: list[tuple[str, float]] = []  # (Workload, when this stand-in saw its reservation)
+        self.retries: list[Answer] = []  # each Retry answered
+        self.reservations: list[Reservation] = []  # each reservation seen with its check not yet answered
         self._activating: dict[tuple[str, str], float] = {}
 
     def _status(self, path: str, body: dict[str, Any]) -> None:
@@ -244,49 +344,73 @@ class SliceAdmission(Poller):
             conditions = _conditions(workload)
             if conditions.get("QuotaReserved") != "True" or conditions.get("Evicted") == "True":
                 continue
-            states = {s["name"]: s.get("state") for s in workload.get("status", {}).get("admissionChecks") or []}
-            todo = [name for name in checks if name in states and states[name] not in ("Ready", "Retry")]
+            states = {s["name"]: s for s in workload.get("status", {}).get("admissionChecks") or []}
+            todo = [name for name in checks if name in states and states[name].get("state") not in ("Ready", "Retry")]
             if not todo:
                 continue
-            meta = workload["metadata"]
-            state, message = "Ready", "stand-in: slice ready"
+            began = self._reservation(workload)
+            slices = workload_slices(workload)
+            state, message = "Ready", slices_message(slices, "ACTIVE") if slices else "stand-in: slice ready"
             if self._stalled(workload):
-                if not self._timed_out(workload):
-                    continue
-                state = "Retry"
-                message = (
-                    f"Slice {_slice_name(meta['uid'])} did not become ACTIVE within the activation timeout "
-                    f"({self.activation_timeout:g}s; stand-in: tests/standins/slice_admission.py)"
-                )
-                self.retries.append((meta["name"], time.monotonic()))
-            body = {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                "status": {
-                    "admissionChecks": [
-                        {"name": name, "state": state, "message": message, "lastTransitionTime": _now()}
-                        for name in todo
-                    ]
-                },
-            }
-            self._status(f"{KUEUE}/namespaces/{meta['namespace']}/workloads/{meta['name']}", body)
+                state, message = "Pending", slices_message(slices, "ACTIVATING")
+                if time.monotonic() - began >= self.activation_timeout:
+                    state, message = "Retry", slices_message(slices, "STALE")
+                elif all(states[name].get("message") == message for name in todo):
+                    continue  # activating, and already said so
+            self._answer(workload, [states[name] for name in todo], state, message)
             if state == "Ready":
                 self.readied += len(todo)
 
-    def _stalled(self, workload: dict[str, Any]) -> bool:
-        owners = workload["metadata"].get("ownerReferences") or []
-        return any(o.get("kind") in ("LeaderWorkerSet", "JobSet") and o.get("name") in self.stalled for o in owners)
+    def _answer(self, workload: dict[str, Any], checks: list[dict[str, Any]], state: str, message: str) -> None:
+        """One status apply, as the controller's `updateWorkloadStatus`: each check's state as Kueue
+        wrote it with the new state and message (the transition time new only if the state is), and
+        TPUSliceFailure True with a Retry, or False ("Previously: ...") at the next other state."""
+        meta = workload["metadata"]
+        stamp = _now()
+        answered = []
+        for check in checks:
+            new = {**check, "state": state, "message": message}
+            if check.get("state") != state or not check.get("lastTransitionTime"):
+                new["lastTransitionTime"] = stamp
+            if state == "Retry":
+                new["requeueAfterSeconds"] = RETRY_DELAY_SECONDS
+            answered.append(new)
+        status: dict[str, Any] = {"admissionChecks": answered}
+        failure = next(
+            (c for c in workload.get("status", {}).get("conditions") or [] if c["type"] == SLICE_FAILURE), None
+        )
+        if state == "Retry":
+            status["conditions"] = [
+                {"type": SLICE_FAILURE, "status": "True", "reason": FORMATION_TIMEOUT, "message": message}
+            ]
+            self.retries.append(Answer(meta["name"], time.monotonic(), stamp, message))
+        elif failure is not None and failure["status"] == "True":
+            previously = "Previously: " + failure.get("message", "")
+            status["conditions"] = [
+                {"type": SLICE_FAILURE, "status": "False", "reason": failure["reason"], "message": previously}
+            ]
+        for condition in status.get("conditions", []):
+            condition["lastTransitionTime"] = stamp  # meta.SetStatusCondition on the patch's empty list
+        body = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "status": status,
+        }
+        self._status(f"{KUEUE}/namespaces/{meta['namespace']}/workloads/{meta['name']}", body)
 
-    def _timed_out(self, workload: dict[str, Any]) -> bool:
-        """Whether this reservation's activation has outlasted the timeout (one per reservation:
-        the QuotaReserved condition's transition time)."""
+    def _reservation(self, workload: dict[str, Any]) -> float:
+        """When this stand-in first saw the Workload's current reservation (one per reservation: the
+        QuotaReserved condition's transition time), recorded in `reservations`."""
         reserved = next(
             c.get("lastTransitionTime", "") for c in workload["status"]["conditions"] if c["type"] == "QuotaReserved"
         )
         key = (workload["metadata"]["uid"], reserved)
         if key not in self._activating:
             self._activating[key] = time.monotonic()
-            self.activations.append((workload["metadata"]["name"], self._activating[key]))
-        began = self._activating[key]
-        return time.monotonic() - began >= self.activation_timeout
+            self.reservations.append(Reservation(workload["metadata"]["name"], reserved, self._activating[key]))
+        return self._activating[key]
+
+    def _stalled(self, workload: dict[str, Any]) -> bool:
+        owners = workload["metadata"].get("ownerReferences") or []
+        return any(o.get("kind") in ("LeaderWorkerSet", "JobSet") and o.get("name") in self.stalled for o in owners)
