@@ -90,38 +90,47 @@ def _revision(revision: str | None, option: str) -> str | None:
     return revision
 
 
-# Whose history `diff --base/--head` runs without --trust-revision: what is checked out (HEAD), the
-# local branches (made on purpose: `git checkout -b`, `gh pr checkout`) and the branches of `origin`,
-# the project's own repository, which only its maintainers push to (a fork's pull request arrives
-# as refs/pull/*, which `git fetch` does not fetch; CI's base, origin/<base branch>, is one of these).
-# Not tags (`git fetch` follows a fork's tags into refs/tags/ by itself), other remotes, FETCH_HEAD
-# or a bare commit: a revision fetched to be reviewed is read first, then run with --trust-revision.
-TRUSTED_REFS = ("refs/heads", "refs/remotes/origin")
+# Whose code `diff --base/--head` runs without --trust-revision: what is in the history of the
+# checkout (HEAD: its code is what runs this command already) or of origin's default branch
+# (refs/remotes/origin/HEAD, as `git clone` sets it, else origin/main), which only the project's
+# maintainers merge into. Never a ref because it exists: a pull request fetched into a local branch
+# (`git fetch origin pull/1/head:pr-1`) or under refs/remotes/origin/ (`origin/pr/1`, a fetch refspec
+# away) is a stranger's code until a person has read it, and then runs with --trust-revision. Nor
+# tags (`git fetch` follows a fork's tags by itself), other remotes, FETCH_HEAD or a bare commit.
+DEFAULT_BRANCH_FALLBACK = "refs/remotes/origin/main"
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=engine.ROOT, capture_output=True, text=True, check=False)
 
 
+def _default_branch() -> str | None:
+    """origin's default branch as this clone knows it: refs/remotes/origin/HEAD's target, else origin/main."""
+    pointed = _git("symbolic-ref", "--quiet", "refs/remotes/origin/HEAD")
+    ref = pointed.stdout.strip() if pointed.returncode == 0 else DEFAULT_BRANCH_FALLBACK
+    return ref if _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode == 0 else None
+
+
 def _trusted(revision: str, option: str) -> None:
-    """Refuse (one line) a revision whose code `diff` would run unless a trusted ref reaches it."""
+    """Refuse (one line) a revision whose code `diff` would run unless HEAD's or origin's default
+    branch's history holds it."""
     found = _git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
     if found.returncode:
         _tree(revision)  # a revision git cannot read: the usual refusal
         raise SystemExit(
-            f"error: {option} {revision!r} is a tree, not a commit, so no branch can vouch for the code it would "
-            "run; allowed: a commit on HEAD, a local branch or a branch of origin, or --trust-revision once you "
+            f"error: {option} {revision!r} is a tree, not a commit, so no history can vouch for the code it would "
+            "run; allowed: a commit in HEAD's history or origin's default branch, or --trust-revision once you "
             "have read its code"
         )
     commit = found.stdout.strip()
-    if not _git("merge-base", "--is-ancestor", commit, "HEAD").returncode:
-        return
-    if _git("for-each-ref", "--count=1", f"--contains={commit}", *TRUSTED_REFS).stdout.strip():
-        return
+    default = _default_branch()
+    for trusted in ("HEAD", default):
+        if trusted and not _git("merge-base", "--is-ancestor", commit, trusted).returncode:
+            return
+    where = default.removeprefix("refs/remotes/") if default else "origin's default branch (not fetched)"
     raise SystemExit(
-        f"error: {option} {revision!r} ({commit[:12]}) is on no local branch, no branch of origin and not in HEAD's "
-        "history, and `plan diff` would run its code; allowed: a revision one of those reaches, or --trust-revision "
-        "once you have read its code"
+        f"error: {option} {revision!r} ({commit[:12]}) is neither in HEAD's history nor in {where}, and `plan diff` "
+        "would run its code; allowed: a revision one of those holds, or --trust-revision once you have read its code"
     )
 
 

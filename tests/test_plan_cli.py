@@ -310,8 +310,10 @@ def _git(folder: Path, *command: str) -> str:
 @pytest.fixture
 def revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A throwaway repository as engine.ROOT whose `plan` is a stand-in that leaves a mark when it runs:
-    `main` (a local branch), `origin/review` (a branch of origin), `fork/pr` (another remote), `tag-only`
-    (a tag no branch reaches) and `dangling` (a commit fetched or made and left on no ref)."""
+    `main` (the local branch checked out), `merged` (origin's default branch, one commit past `main`:
+    merged since the last pull), `origin/review` (another branch of origin), `origin/pr/1` (a pull
+    request fetched under origin's refs), `pr-1` (one fetched into a local branch), `fork/pr`
+    (another remote), `tag-only` (a tag no branch reaches) and `dangling` (a commit left on no ref)."""
     repo = tmp_path / "repo"
     (repo / "plan").mkdir(parents=True)
     ran = tmp_path / "ran"
@@ -333,10 +335,14 @@ def revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
 
     _git(repo, "init", "-q", "-b", "main")
     found = {"main": commit("main")}
-    for label in ("origin/review", "fork/pr", "tag-only", "dangling"):
+    for label in ("merged", "origin/review", "origin/pr/1", "pr-1", "fork/pr", "tag-only", "dangling"):
         _git(repo, "checkout", "-q", "--detach", "main")
         found[label] = commit(label)
+    _git(repo, "update-ref", "refs/remotes/origin/main", found["merged"])
+    _git(repo, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
     _git(repo, "update-ref", "refs/remotes/origin/review", found["origin/review"])
+    _git(repo, "update-ref", "refs/remotes/origin/pr/1", found["origin/pr/1"])
+    _git(repo, "branch", "pr-1", found["pr-1"])
     _git(repo, "update-ref", "refs/remotes/fork/pr", found["fork/pr"])
     _git(repo, "tag", "tag-only", found["tag-only"])
     _git(repo, "checkout", "-q", "main")
@@ -344,7 +350,7 @@ def revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
     return {**found, "ran": str(ran)}
 
 
-@pytest.mark.parametrize("label", ["fork/pr", "tag-only", "dangling"])
+@pytest.mark.parametrize("label", ["pr-1", "origin/pr/1", "origin/review", "fork/pr", "tag-only", "dangling"])
 @pytest.mark.parametrize("option", ["--base", "--head"])
 def test_diff_refuses_to_run_an_untrusted_revision(
     revisions: dict[str, str], label: str, option: str, capsys: pytest.CaptureFixture[str]
@@ -353,16 +359,17 @@ def test_diff_refuses_to_run_an_untrusted_revision(
     revision = label if label != "dangling" else revisions[label]
     assert main(["diff", "--stack", "dev", "--no-cache", option, revision, other, "main"]) == 2
     err = one_line(capsys.readouterr().err)
-    assert f"{option} {revision!r} ({revisions[label][:12]}) is on no local branch, no branch of origin" in err, err
+    said = f"{option} {revision!r} ({revisions[label][:12]}) is neither in HEAD's history nor in origin/main"
+    assert said in err, err
     assert "--trust-revision" in err, err
     assert not any(Path(revisions["ran"]).iterdir()), "a refused revision's code ran"
 
 
-@pytest.mark.parametrize("label", ["origin/review", "tag-only", "dangling"])
+@pytest.mark.parametrize("label", ["merged", "pr-1", "tag-only", "dangling"])
 def test_diff_runs_a_revision_it_trusts_or_is_told_to(
     revisions: dict[str, str], label: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trust = [] if label == "origin/review" else ["--trust-revision"]
+    trust = [] if label == "merged" else ["--trust-revision"]
     assert main(["diff", "--stack", "dev", "--no-cache", "--base", "main", "--head", revisions[label], *trust]) == 0
     assert "No changes." in capsys.readouterr().out
     assert sorted(p.name for p in Path(revisions["ran"]).iterdir()) == sorted({"main", label.replace("/", "-")})
