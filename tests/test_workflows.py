@@ -494,3 +494,17 @@ def test_the_stack_matrix_command_lists_every_stack_file() -> None:
     names = json.loads(done.stdout)
     assert names == sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
     assert "dev" in names
+
+
+def test_each_stack_is_audited_under_an_environment_of_its_own() -> None:
+    """The audit's secrets come from `drift-<stack>`, never from the repository (docs/review.md)."""
+    job = _load("drift.yml")["jobs"]["audit"]
+    assert job["environment"] == "drift-${{ matrix.stack }}"
+
+
+def test_the_cloud_preview_runs_pull_request_code_behind_the_preview_environment() -> None:
+    """Its OIDC subject is the `preview` environment, whose required reviewers approve each run of a
+    pull request's code before the service account that can decrypt the stacks' secrets is reached."""
+    job = _load("preview.yml")["jobs"]["cloud-preview"]
+    assert job["environment"] == "preview"
+    assert "secrets." not in json.dumps(job)
