@@ -22,11 +22,12 @@ Plain Python: no Pulumi, nothing of the project.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from domain import bounded_input
 
 HEALTHY = "HEALTHY"
 NOT_READ = "not read"
@@ -297,9 +298,9 @@ def read_snapshot(text: str, source: str, reservation: str, block: str) -> Snaps
         "--zone=<zone> --format=json"
     )
     try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SnapshotError(f"reservation snapshot {source}: not JSON ({err.msg}, line {err.lineno}); {fix}") from None
+        entries = bounded_input.load_json(text)
+    except bounded_input.InputError as err:
+        raise SnapshotError(f"reservation snapshot {source} {err}; {fix}") from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) and e.get("name") for e in entries):
         raise SnapshotError(f"reservation snapshot {source}: not a list of sub-blocks with a name each; {fix}")
     readings = []

@@ -35,7 +35,7 @@ from typing import Any
 
 import pulumi
 
-from domain import reservation_health
+from domain import bounded_input, reservation_health
 from plan import (
     benchmark,
     document,
@@ -136,9 +136,9 @@ def _trusted(revision: str, option: str) -> None:
 
 def _document_file(path: str) -> dict[str, Any]:
     try:
-        loaded = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SystemExit(f"error: cannot read the plan document {path}: {' '.join(str(err).split())}") from None
+        loaded = bounded_input.load_json(bounded_input.read_text(Path(path)))
+    except bounded_input.InputError as err:
+        raise SystemExit(f"error: cannot read the plan document {path}: it {err}") from None
     if not isinstance(loaded, dict):
         raise SystemExit(f"error: {path} is not a plan document (a JSON object from `python -m plan --json`)")
     return loaded

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from domain import benchmark
+from domain import benchmark, bounded_input
 from plan import cost
 from settings.model import StackConfig
 
@@ -18,9 +18,11 @@ from settings.model import StackConfig
 def read(path: Path) -> benchmark.Result:
     """A result file, or SystemExit with its one-line refusal."""
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise SystemExit(f"error: {path}: {err.strerror}") from None
+        text = bounded_input.read_text(path)
+        # Bounded here: domain/benchmark.py ships into the Job beside its program, standard library only.
+        bounded_input.load_json(text)
+    except bounded_input.InputError as err:
+        raise SystemExit(f"error: {path} {err}") from None
     try:
         return benchmark.parse(text, str(path))
     except benchmark.ResultError as err:

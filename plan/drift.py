@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from domain import bounded_input
 from settings import credentials
 
 QUIET_OPS = {"same", "read", "refresh"}  # steps that change nothing (pkg/resource/deploy/step.go StepOp)
@@ -99,9 +100,9 @@ def violations(lines: Sequence[str]) -> tuple[list[Violation], str | None]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
-        except ValueError:
-            raise ReportError(f"line {number} is not JSON: not the output of `pulumi policy analyze --json`") from None
+            event = bounded_input.load_json(line)
+        except bounded_input.InputError as err:
+            raise ReportError(f"line {number} {err}: not the output of `pulumi policy analyze --json`") from None
         if not isinstance(event, Mapping):
             raise ReportError(f"line {number} is not a JSON object: not the output of `pulumi policy analyze --json`")
         if "policyEvent" in event:
@@ -203,10 +204,10 @@ def command(argv: list[str]) -> int:
     if args.issue is not None and args.issue.exists():
         raise SystemExit(f"error: --issue {args.issue} exists: this command writes only a new file")
     try:
-        text = args.preview.read_text()
+        text = bounded_input.read_text(args.preview)
         try:
-            preview = json.loads(text) if text.strip() or args.preview_exit == 0 else None
-        except ValueError:
+            preview = bounded_input.load_json(text) if text.strip() or args.preview_exit == 0 else None
+        except bounded_input.InputError:
             if args.preview_exit == 0:
                 raise ReportError("not JSON: not the output of `pulumi preview --json`") from None
             preview = None
@@ -215,11 +216,11 @@ def command(argv: list[str]) -> int:
         # A failed preview may have no steps at all (json.go: `steps,omitempty`); its diagnostics say why.
         seen = preview is not None and ("steps" in preview or args.preview_exit == 0)
         changes = drifted(preview) if seen and preview is not None else []
-    except (ReportError, OSError) as err:
+    except (ReportError, bounded_input.InputError) as err:
         raise SystemExit(f"error: {args.preview}: {err}") from None
     try:
-        found, result = violations(args.policy.read_text().splitlines())
-    except (ReportError, OSError) as err:
+        found, result = violations(bounded_input.read_text(args.policy).splitlines())
+    except (ReportError, bounded_input.InputError) as err:
         raise SystemExit(f"error: {args.policy}: {err}") from None
     failures = preview_failures(preview, args.preview_exit, changes) + policy_failures(result, args.policy_exit, found)
     text = markdown(args.stack, changes, found, failures)

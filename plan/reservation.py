@@ -21,6 +21,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+from domain import bounded_input
 from domain import reservation_health as rh
 from plan import engine, stacks
 from settings.model import StackConfig
@@ -68,9 +69,9 @@ def report(stack: str, config: StackConfig, configs: dict[str, StackConfig], sna
     path = snapshot or (engine.ROOT / r.snapshot if r.snapshot else None)
     if path is not None:
         try:
-            source = (path.read_text(), str(path))
-        except (OSError, UnicodeDecodeError) as err:
-            raise rh.SnapshotError(f"reservation snapshot {path}: cannot be read ({err.__class__.__name__})") from None
+            source = (bounded_input.read_text(path), str(path))
+        except bounded_input.InputError as err:
+            raise rh.SnapshotError(f"reservation snapshot {path} {err}") from None
     else:
         source = _live(config)
     bound = list(r.sub_blocks or [])

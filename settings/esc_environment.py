@@ -28,13 +28,14 @@ Cloud (interpolations, `fn::` functions), so it is refused as before.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from domain import bounded_input
 
 # How `make plan ESC_VALUES=...` reaches every offline command (and `plan diff`'s run of the base).
 VARIABLE = "TPU_SLICING_ESC_VALUES"
@@ -128,9 +129,15 @@ def read_opened(name: str, path: Path) -> dict[str, Any] | None:
     `{"value": ..., "secret": ..., "trace": ...}` object (cmd/esc/cli/env_open.go `renderValue`)."""
     where = f"the opened environment {name} ({path})"
     try:
-        document = json.loads(_read_bytes(path, name), parse_int=_go_int, parse_float=_go_float)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        text = _read_bytes(path, name).decode("utf-8")
+        document = bounded_input.load_json(text, parse_int=_go_int, parse_float=_go_float)
+    except UnicodeDecodeError:
         document = None
+    except bounded_input.InputError as err:
+        if "nests" not in str(err) and "integer of" not in str(err):
+            document = None
+        else:
+            raise EscValuesError(f"{where} {err}") from None
     if not _detailed(document) or not isinstance(document["value"], dict):
         raise EscValuesError(
             f"{where} is not an environment opened with `--format detailed` (JSON objects with value, secret "

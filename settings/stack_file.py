@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from domain import bounded_input
 from settings import esc_environment
 
 PROJECT = "tpu-slicing"
@@ -134,6 +135,10 @@ def _one_line(text: str) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
+    try:
+        bounded_input.check_yaml(text, CliLoader)  # aliases and depth, before anything is built
+    except bounded_input.InputError as err:
+        raise StackFileError(str(err)) from None
     try:
         document = yaml.load(text, Loader=CliLoader)
     except yaml.MarkedYAMLError as err:
