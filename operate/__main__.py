@@ -19,26 +19,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m operate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     roll = sub.add_parser("rollout", help="preview all, then up in waves, canary first")
-    roll.add_argument("--stack", action="append", default=[], help="only this stack (repeatable; default: all)")
+    roll.add_argument(
+        "--stack",
+        action="append",
+        default=[],
+        help="this stack (repeatable; default: every stack file's stack that exists in the backend)",
+    )
+    roll.add_argument("--create", action="store_true", help="create a named stack the backend does not hold")
     roll.add_argument("--canary", help="applied first and alone (default: the first stack by name)")
     roll.add_argument("--parallel", type=int, default=2, help="stacks previewed or applied at once (default 2)")
     roll.add_argument("--keep-going", action="store_true", help="after a failed wave, go on with the next")
     args = parser.parse_args(argv)
     known = sorted(stacks.stack_files())
-    chosen = args.stack or known
-    unknown = sorted(set(chosen) - set(known))
-    if unknown:
-        print(f"error: no stack file for {', '.join(unknown)}; allowed: {', '.join(known)}", file=sys.stderr)
-        return 2
     # Every stack file, not only those chosen: a chosen stack may contradict one already up.
     lines, problems = stacks.report(ROOT)
     if problems:
         print("\n".join(lines), file=sys.stderr)
         print("error: the stacks contradict each other or do not load (above); nothing was previewed", file=sys.stderr)
         return 2
+    configs, _ = stacks.load_stacks(ROOT)
+    try:
+        deployed = rollout.deployed_stacks(ROOT)
+    except Exception as err:  # the CLI could not list the backend: say so, run nothing
+        print(f"error: cannot list the stacks of the backend ({' '.join(str(err).split())[:300]})", file=sys.stderr)
+        return 2
+    try:
+        chosen = rollout.targets(
+            known, deployed, {name: c.project for name, c in configs.items()}, args.stack, args.create
+        )
+    except rollout.TargetError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         outcomes = rollout.rollout(
-            rollout.AutomationRunner(ROOT),
+            rollout.AutomationRunner(ROOT, create=args.create),
             chosen,
             canary=args.canary,
             parallel=args.parallel,

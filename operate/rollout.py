@@ -1,8 +1,14 @@
 """Roll a change out to many stacks: preview them all, then `pulumi up` in waves, canary first.
 
 Pulumi's Automation API (`pulumi.automation`, the SDK the program pins) drives the same CLI a person
-runs, one local-program workspace per stack of this repository (create-or-select, as deploy.yml's
-`upsert`): no shell loop around the CLI, and each stack's result as data.
+runs, one local-program workspace per stack of this repository: no shell loop around the CLI, and
+each stack's result as data.
+
+Which stacks (`targets`): by default those of this repository's stack files that exist in the
+backend the CLI is logged in to, never one merely committed (the examples with the placeholder
+project would be previewed, fail, and hold every other stack back); `--stack` names them. A stack
+is selected, never created, unless `--create` (a typo must not make a stack); a stack whose
+`gcp:project` is the examples' placeholder is refused before anything runs.
 
 The rules:
 1. Every selected stack is previewed, at most `parallel` at once, with the policy pack. If one
@@ -42,6 +48,56 @@ class Outcome:
     seconds: float = 0.0
     message: str = ""
     detail: str = ""  # a failure's whole text, where `message` is its one-line start and end
+
+
+# The project the committed example stacks name (and the workflows' DEPLOYABLE scripts skip).
+PLACEHOLDER_PROJECT = "example-tpu-project"
+
+
+class TargetError(ValueError):
+    """The stacks asked for cannot be rolled out: one line, nothing has run."""
+
+
+def targets(
+    files: Sequence[str],
+    deployed: Sequence[str],
+    projects: Mapping[str, str | None],
+    chosen: Sequence[str] = (),
+    create: bool = False,
+) -> list[str]:
+    """The stacks to roll out: `chosen`, else every stack file's stack that exists in the backend
+    (`deployed`); each must have a stack file, exist unless `create`, and name a real project."""
+    unknown = sorted(set(chosen) - set(files))
+    if unknown:
+        raise TargetError(f"no stack file for {', '.join(unknown)}; allowed: {', '.join(sorted(files))}")
+    picked = sorted(set(chosen) if chosen else set(files) & set(deployed))
+    if not picked:
+        raise TargetError(
+            "no stack of this repository exists in the backend you are logged in to "
+            f"(stack files: {', '.join(sorted(files))}); name them with --stack, and --create to make new ones"
+        )
+    missing = [stack for stack in picked if stack not in deployed]
+    if missing and not create:
+        raise TargetError(
+            f"{', '.join(missing)} not in the backend you are logged in to; allowed: a stack that exists "
+            "(`pulumi stack ls`), or --create to make it"
+        )
+    placeholders = [stack for stack in picked if projects.get(stack) in (None, "", PLACEHOLDER_PROJECT)]
+    if placeholders:
+        raise TargetError(
+            f"{', '.join(placeholders)}: gcp:project is the example's placeholder ({PLACEHOLDER_PROJECT!r}) or unset; "
+            "allowed: a stack file that names your project"
+        )
+    return picked
+
+
+def deployed_stacks(work_dir: Path, env: Mapping[str, str] | None = None, cli_root: Path | None = None) -> list[str]:
+    """The stacks of this project in the backend the CLI is logged in to (`pulumi stack ls`)."""
+    from pulumi import automation
+
+    command = automation.PulumiCommand(root=str(cli_root)) if cli_root is not None else None
+    workspace = automation.LocalWorkspace(work_dir=str(work_dir), env_vars=dict(env or {}), pulumi_command=command)
+    return sorted(summary.name.rsplit("/", 1)[-1] for summary in workspace.list_stacks())
 
 
 class Runner(Protocol):
@@ -138,16 +194,24 @@ class AutomationRunner:
     """Each stack a local-program workspace of this repository (its Pulumi.<stack>.yaml), driven through
     the Automation API with the policy pack, as deploy.yml drives the CLI."""
 
-    def __init__(self, work_dir: Path, env: Mapping[str, str] | None = None, cli_root: Path | None = None) -> None:
-        # cli_root: the folder whose bin/pulumi to run (default: the `pulumi` on PATH).
-        self.work_dir, self.env, self.cli_root = work_dir, dict(env or {}), cli_root
+    def __init__(
+        self,
+        work_dir: Path,
+        env: Mapping[str, str] | None = None,
+        cli_root: Path | None = None,
+        create: bool = False,
+    ) -> None:
+        # cli_root: the folder whose bin/pulumi to run (default: the `pulumi` on PATH). create: make a
+        # stack the backend does not hold (`--create`); otherwise it is selected, or the step fails.
+        self.work_dir, self.env, self.cli_root, self.create = work_dir, dict(env or {}), cli_root, create
 
     def _stack(self, name: str):  # type: ignore[no-untyped-def]
         from pulumi import automation
 
         command = automation.PulumiCommand(root=str(self.cli_root)) if self.cli_root is not None else None
         options = automation.LocalWorkspaceOptions(env_vars=self.env, pulumi_command=command)
-        return automation.create_or_select_stack(stack_name=name, work_dir=str(self.work_dir), opts=options)
+        make = automation.create_or_select_stack if self.create else automation.select_stack
+        return make(stack_name=name, work_dir=str(self.work_dir), opts=options)
 
     def preview(self, stack: str) -> Mapping[str, int]:
         errors = Errors()

@@ -148,3 +148,61 @@ def test_a_long_failure_keeps_its_start_and_end_in_the_table_and_all_of_it_below
     assert failed.message.endswith("log line verdict") and " … " in failed.message
     assert len(failed.message) == rollout.MESSAGE_HEAD + len(" … ") + rollout.MESSAGE_TAIL
     assert rollout.failures(outcomes) == [f"dev up: {text}"]
+
+
+# --- which stacks: those the backend holds, selected, never created by a typo ------------------------
+
+FILES = ["dev", "dev-b", "jetstream-v5e", "saxml-v5e"]
+PROJECTS = {"dev": "my-project", "dev-b": "my-project", "jetstream-v5e": "example-tpu-project", "saxml-v5e": None}
+
+
+def test_by_default_only_the_stacks_the_backend_holds_are_rolled_out() -> None:
+    """Before, every stack file was a target: the committed examples were previewed and failed."""
+    assert rollout.targets(FILES, ["dev", "other-project-stack"], PROJECTS) == ["dev"]
+
+
+def test_a_named_stack_the_backend_does_not_hold_needs_create() -> None:
+    with pytest.raises(rollout.TargetError, match="dev-b not in the backend you are logged in to"):
+        rollout.targets(FILES, ["dev"], PROJECTS, ["dev", "dev-b"])
+    assert rollout.targets(FILES, ["dev"], PROJECTS, ["dev", "dev-b"], create=True) == ["dev", "dev-b"]
+
+
+@pytest.mark.parametrize("stack", ["jetstream-v5e", "saxml-v5e"])
+def test_a_stack_naming_the_placeholder_project_is_refused(stack: str) -> None:
+    with pytest.raises(rollout.TargetError, match=f"{stack}: gcp:project is the example's placeholder"):
+        rollout.targets(FILES, FILES, PROJECTS, [stack])
+
+
+def test_nothing_to_roll_out_and_unknown_stacks_are_refused() -> None:
+    with pytest.raises(rollout.TargetError, match="no stack of this repository exists in the backend"):
+        rollout.targets(FILES, [], PROJECTS)
+    with pytest.raises(rollout.TargetError, match="no stack file for typo"):
+        rollout.targets(FILES, FILES, PROJECTS, ["typo"])
+
+
+def test_the_placeholder_is_the_one_the_workflows_skip() -> None:
+    from plan.engine import ROOT
+
+    for workflow in ("preview.yml", "deploy.yml", "drift.yml"):
+        assert f'"{rollout.PLACEHOLDER_PROJECT}"' in (ROOT / ".github" / "workflows" / workflow).read_text()
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.engine import Engine, EngineMissingError
+
+    try:
+        return Engine.create(tmp_path_factory.mktemp("engine"))
+    except EngineMissingError as err:
+        pytest.skip(str(err))
+
+
+def test_the_real_cli_lists_the_backends_stacks_and_never_creates_one_unasked(engine: Any) -> None:
+    workspace = engine.workspace("rollout-targets")
+    workspace.pulumi("stack", "init", "dev")
+    env = {**engine.env, **workspace.env}
+    assert rollout.deployed_stacks(workspace.root, env, engine.base) == ["dev"]
+    runner = rollout.AutomationRunner(workspace.root, env, engine.base)
+    with pytest.raises(RuntimeError, match="no stack named 'dev-b' found"):
+        runner.preview("dev-b")
+    assert rollout.deployed_stacks(workspace.root, env, engine.base) == ["dev"], "a typo made a stack"
