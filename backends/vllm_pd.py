@@ -209,6 +209,7 @@ def deploy(base: Foundation) -> Served:
             priority_class=names.priority_class("high"),
             roles=_roles(base),
             hf_token=config.hf_token.get_secret_value() if config.hf_token else None,
+            force_delete_on_unreachable_host=config.kueue.recovery.force_delete_on_unreachable_host,
             # TPU consumers: after the pools (so destroyed before them), the slice
             # controller's webhooks, LWS, the queue and the priority classes.
             depends_on=[

@@ -23,6 +23,11 @@ Design choices, because the cluster has no kube-state-metrics:
   libtpu's port 8431) when no duty-cycle series exists, and fires only while
   requests wait: every TPU near zero with a queue means serving is wedged.
 
+- Recovery (vllm-pd): "vLLM groups down" counts a role's answering leaders against its groups
+  (the fixed count, or the autoscaler's min), so a group that waits on recovery is seen long before
+  Kueue's recoveryTimeout gives up on it (hours: the first-load budget); a role of one group is
+  "no ready leaders"' case. "Kueue force-deleted a serving pod" matches Kueue's own event when its
+  FailureRecoveryPolicy controller releases a pod a dead host left Terminating.
 - On TPU7x cubes (vllm-pd and none), seven policies about the hardware under the slices
   (issues 45 and 63): observability/tpu_alerts.py says what each reads.
 
@@ -37,7 +42,7 @@ tests check them without Pulumi.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +50,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from domain.metric_catalog import BY_NAME, JETSTREAM_JOB, VLLM_JOBS, unpublished_labels
-from observability.alert_policy import AUTO_CLOSE, LOG_RATE_LIMIT, Policy, k8s_selector, promql_condition
+from observability.alert_policy import AUTO_CLOSE, LOG_RATE_LIMIT, Policy, k8s_selector, log_policy, promql_condition
 from observability.tpu_alerts import TpuHealth, tpu_health_policies
 
 BACKENDS = ("vllm-pd", "saxml", "jetstream", "none")
@@ -55,6 +60,8 @@ SMOKE_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded")
 CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
 
 NO_LEADERS_FOR = "900s"
+GROUPS_DOWN_FOR = "900s"
+FORCEFULLY_DELETED = "KueueForcefullyDeleted"
 QUEUE_FOR = "600s"
 IDLE_FOR = "600s"
 
@@ -80,6 +87,31 @@ def no_ready_leaders_query(jobs: Sequence[str], namespace: str, cluster_name: st
     return f"(sum by (job) (up{selector}){zeros}) < 1"
 
 
+def groups_down_query(floors: Mapping[str, int], namespace: str, cluster_name: str | None = None) -> str:
+    """Per job whose floor is above one, a series while fewer of its leaders answer than its floor (a
+    job at floor one is `no_ready_leaders_query`'s): a group that waits on recovery, or never came up."""
+    parts = []
+    for job, floor in sorted(floors.items()):
+        if floor > 1:
+            answering = f"(sum(up{_selector(job, namespace, cluster_name)}) or vector(0))"
+            parts.append(f'label_replace({answering} < {floor}, "job", "{job}", "", "")')
+    return " or ".join(parts)
+
+
+def forced_deletion_filter(project: str, namespace: str, cluster_name: str | None = None) -> str:
+    """Kueue's event on a pod it force-deleted from an unreachable host (kueue v0.19.2
+    pkg/controller/failurerecovery/pod_termination_controller.go, Warning `KueueForcefullyDeleted`)."""
+    terms = [
+        f'logName="projects/{project}/logs/events"',
+        'jsonPayload.involvedObject.kind="Pod"',
+        f'jsonPayload.involvedObject.namespace="{namespace}"',
+        f'jsonPayload.reason="{FORCEFULLY_DELETED}"',
+    ]
+    if cluster_name:
+        terms.append(f'resource.labels.cluster_name="{cluster_name}"')
+    return "\n".join(terms)
+
+
 def idle_while_queued_query(queue: str, cluster_name: str | None = None) -> str:
     node = _node_selector(cluster_name)
     return f"(max({_DUTY}{node}) or max({_TENSORCORE}{node})) < 1 and on () sum({queue}) > 0"
@@ -97,6 +129,50 @@ def smoke_test_filter(project: str, namespace: str, cluster_name: str | None = N
     if cluster_name:
         terms.append(f'resource.labels.cluster_name="{cluster_name}"')
     return "\n".join(terms)
+
+
+def _recovery_policies(
+    project: str, namespace: str, cluster_name: str | None, floors: Mapping[str, int], forced_deletion: bool
+) -> list[Policy]:
+    """A role below its groups for a while (a group that waits on recovery), and each pod Kueue
+    force-deleted from a dead host (docs/operations.md, When a TPU host fails)."""
+    jobs = {VLLM_JOBS[role]: floor for role, floor in floors.items()}
+    policies = []
+    if any(floor > 1 for floor in jobs.values()):
+        policies.append(
+            Policy(
+                "groups-down",
+                "vLLM groups down",
+                promql_condition(
+                    "a vLLM role has fewer leaders answering /metrics than its groups",
+                    groups_down_query(jobs, namespace, cluster_name),
+                    GROUPS_DOWN_FOR,
+                    "WARNING",
+                ),
+                "WARNING",
+                f"A vLLM role in `{namespace}` has had fewer leaders answering than its groups (its fixed count, or "
+                f"its autoscaler's min) for {GROUPS_DOWN_FOR}: a group waits on recovery (a failed TPU host, its pods "
+                f"left Terminating) or never came up. `kubectl -n {namespace} get workloads` (PodsReady False with "
+                "reason WaitForRecovery is a group Kueue waits for, until its recoveryTimeout), `kubectl get pods "
+                f"-n {namespace} -o wide` (Terminating on a NotReady node: docs/operations.md, When a TPU host fails). "
+                "Expected while weights load after a deploy.",
+            )
+        )
+    if forced_deletion:
+        policies.append(
+            log_policy(
+                "pod-force-deleted",
+                "Kueue force-deleted a serving pod from an unreachable host",
+                condition="Kueue force-deleted a pod left Terminating on an unreachable node",
+                log_filter=forced_deletion_filter(project, namespace, cluster_name),
+                severity="WARNING",
+                runbook=f"A TPU host of the stack stopped answering and Kueue released the serving pod it left in "
+                f"`{namespace}` (kueue.recovery.forceDeleteOnUnreachableHost): the group is made again elsewhere if a "
+                "healthy partition is free. The event names the node: check it (`kubectl describe node`), and report "
+                "the host as faulty if it is (docs/operations.md, When a TPU host fails).",
+            )
+        )
+    return policies
 
 
 def _vllm_policies(
@@ -222,10 +298,14 @@ def alert_specs(
     cluster_name: str | None = None,
     smoke_test: bool = True,
     tpu_health: TpuHealth | None = None,
+    group_floors: Mapping[str, int] | None = None,
+    forced_deletion: bool = False,
 ) -> list[dict[str, Any]]:
     """The policies for a backend, each `{"name": <resource name>, "policy": <AlertPolicy kwargs>}`.
 
-    saxml and none have no scraped serving metrics (see NOT_SCRAPED): no policies.
+    saxml and none have no scraped serving metrics (see NOT_SCRAPED): no policies. On vllm-pd,
+    `group_floors` (role -> its fixed groups or autoscaler min) and `forced_deletion` (whether Kueue
+    releases pods left on dead hosts) add the recovery policies.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -236,6 +316,7 @@ def alert_specs(
         raise ValueError(f"notification channels must be projects/<project>/notificationChannels/<id>: {bad}")
     if backend == "vllm-pd":
         policies = _vllm_policies(project, namespace, queue_threshold, cluster_name, smoke_test)
+        policies += _recovery_policies(project, namespace, cluster_name, group_floors or {}, forced_deletion)
     elif backend == "jetstream":
         policies = _jetstream_policies(namespace, queue_threshold, cluster_name)
     else:
@@ -273,6 +354,8 @@ class AlertsArgs:
     cluster_name: str | None = None  # scope every condition to the stack's cluster (recommended)
     smoke_test: bool = True  # whether the smoke-test Job exists (vllm-pd only)
     tpu_health: TpuHealth | None = None  # the TPU hosts' zone and machine type (dynamic slicing)
+    group_floors: Mapping[str, int] | None = None  # vllm-pd: role -> fixed groups or autoscaler min
+    forced_deletion: bool = False  # vllm-pd: kueue.recovery.forceDeleteOnUnreachableHost
 
 
 class Alerts(pulumi.ComponentResource):
@@ -291,6 +374,8 @@ class Alerts(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             smoke_test=args.smoke_test,
             tpu_health=args.tpu_health,
+            group_floors=args.group_floors,
+            forced_deletion=args.forced_deletion,
         )
         self.policies = {
             spec["name"]: gcp.monitoring.AlertPolicy(

@@ -68,6 +68,8 @@ def observe(
                 cluster_name=names.cluster,
                 smoke_test=serving.smoke_test.enabled,
                 tpu_health=TpuHealth(config.zone, config.tpu.machine_type) if serving.dynamic_slicing else None,
+                group_floors={"prefill": serving.prefill.replicas, "decode": serving.decode.replicas},
+                forced_deletion=config.kueue.recovery.force_delete_on_unreachable_host,
             ),
             opts=pulumi.ResourceOptions(depends_on=list(apis_ready)),
         )

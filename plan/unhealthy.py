@@ -89,7 +89,7 @@ def failure_lines(config: StackConfig, cube: int) -> list[str]:
     if any(e.action == "evicted" for e in told):
         cube_shape = generation.cube_topology
         hosts = generation.vms(cube_shape, config.tpu.machine_type) if cube_shape is not None else 1
-        shown += recovery_time.lines(hosts)
+        shown += recovery_time.lines(hosts, config.kueue.recovery.force_delete_on_unreachable_host)
     return shown
 
 

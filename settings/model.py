@@ -311,6 +311,9 @@ class KueueRecoveryConfig(StrictModel):
     pods_ready_timeout_seconds: PodsReadyTimeout = rules_recovery.PODS_READY_MIN_SECONDS
     # From a running group's pod failing to its replacement Ready (a host lost, the group reloading).
     recovery_timeout_seconds: PodsReadyTimeout = rules_recovery.PODS_READY_MIN_SECONDS
+    # Kueue force-deletes a serving pod left Terminating on an unreachable host, so its group is
+    # made again without a person (settings/rules_recovery.py FORCE_DELETE_GATE).
+    force_delete_on_unreachable_host: bool = True
     backoff_base_seconds: int = Field(rules_recovery.BACKOFF_BASE_DEFAULT, ge=1, le=3600)
     backoff_max_seconds: int = Field(rules_recovery.BACKOFF_MAX_DEFAULT, ge=1, le=rules_recovery.BACKOFF_MAX_LIMIT)
 

@@ -22,6 +22,20 @@ Two halves, one concern (issue 45):
   and a leader's startup (domain/serving_budget.py): `PODS_READY_MIN_SECONDS`. The settings refuse
   less, for either timeout.
 
+- **Pods left on a dead host.** A pod on a host whose kubelet stopped answering is marked for
+  deletion by the taint-eviction controller and stays Terminating until a kubelet confirms, so an
+  LWS group's StatefulSet makes no replacement (docs/operations.md, "When a TPU host fails").
+  Kueue's FailureRecoveryPolicy gate (alpha since v0.15, off by default at v0.19.2,
+  pkg/features/kube_features.go) runs a controller that force-deletes a pod carrying
+  `kueue.x-k8s.io/safe-to-forcefully-delete: "true"` once its deletion timestamp is a minute past
+  and its node carries the unreachable taint (pkg/controller/failurerecovery/
+  pod_termination_controller.go; the annotation in pkg/controller/constants/constants.go). The
+  program turns it on and annotates its vLLM serving pods (`kueue.recovery.forceDeleteOnUnreachableHost`,
+  on by default): they keep no state a second copy could corrupt (weights are read-only, the XLA
+  cache is written by content key), and a pod on a partitioned host that still runs is cut off from
+  its group's leader anyway. Off, a person releases them (the runbook's force delete) or GKE's node
+  auto-repair does.
+
 Plain Python over pydantic models; `settings/model.py` calls these rules.
 """
 
@@ -60,6 +74,16 @@ def healthy_selector(generation: Generation, shape: Topology) -> dict[str, str]:
 
 
 # --- Kueue's recovery settings ------------------------------------------------------------------
+
+# Kueue's forced deletion of pods left on an unreachable host (FailureRecoveryPolicy, above).
+FORCE_DELETE_GATE = "FailureRecoveryPolicy"
+FORCE_DELETE_ANNOTATION = "kueue.x-k8s.io/safe-to-forcefully-delete"  # its value must be "true"
+
+
+def force_delete_annotations(enabled: bool) -> dict[str, str]:
+    """What a serving pod template carries so that Kueue may force-delete it on an unreachable host."""
+    return {FORCE_DELETE_ANNOTATION: "true"} if enabled else {}
+
 
 # From Kueue's Admitted condition to every pod Ready: the image pull on a new node (with Kueue's
 # own pass) and a leader's startup probe, Ray's wait plus the engine's (domain/serving_budget.py).
@@ -112,7 +136,8 @@ def kueue_manager_config(recovery: KueueRecoveryConfig) -> dict[str, object]:
       (pkg/features/kube_features.go); written out so an upgrade that changes a default shows up in
       the plan's diff rather than in an outage. Fail-fast evicts a group at once when no healthy node
       can replace a failed one (site/content/en/docs/concepts/topology_aware_scheduling.md, "Fast Hot
-      swap"), instead of holding its other hosts until `recoveryTimeout`.
+      swap"), instead of holding its other hosts until `recoveryTimeout`. FailureRecoveryPolicy
+      (alpha) as `kueue.recovery.forceDeleteOnUnreachableHost` says, written out either way.
     In the Configuration, not the chart's `controllerManager.featureGates` (which become a
     `--feature-gates` argument): Kueue refuses gates given both ways (pkg/config/validation.go).
     """
@@ -128,7 +153,10 @@ def kueue_manager_config(recovery: KueueRecoveryConfig) -> dict[str, object]:
             "blockAdmission": False,
             "requeuingStrategy": strategy,
         },
-        "featureGates": dict.fromkeys(FEATURE_GATES, True),
+        "featureGates": {
+            **dict.fromkeys(FEATURE_GATES, True),
+            FORCE_DELETE_GATE: recovery.force_delete_on_unreachable_host,
+        },
     }
 
 

@@ -242,3 +242,50 @@ def test_label_uses_reads_matchers_groupings_and_created_labels() -> None:
     assert unpublished_labels('sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{job="a"}[5m]))') == {
         ("vllm:time_to_first_token_seconds_bucket", "job")
     }
+
+
+# ---------------------------------------------------------------------------
+# Recovery: a role below its groups, and Kueue's forced deletions (issue 63 item 4)
+# ---------------------------------------------------------------------------
+def recovery_specs(floors: dict[str, int], forced: bool) -> dict[str, dict[str, Any]]:
+    found = alerts.alert_specs(
+        "my-project", "dev", NAMESPACE, CHANNELS, 16, cluster_name=CLUSTER, group_floors=floors, forced_deletion=forced
+    )
+    return {spec["name"]: dict(spec["policy"]) for spec in found}
+
+
+def test_a_role_below_its_groups_alerts_long_before_kueue_gives_up_on_it() -> None:
+    """The floor of each role is its fixed groups or its autoscaler's min; the alert waits 15 minutes,
+    while Kueue's recoveryTimeout (the first-load budget) would hold a broken group for hours."""
+    found = recovery_specs({"prefill": 4, "decode": 2}, forced=False)
+    (condition,) = found["groups-down"]["conditions"]
+    query = condition["condition_prometheus_query_language"]
+    assert query["duration"] == alerts.GROUPS_DOWN_FOR == "900s"
+    selector = f'namespace="{NAMESPACE}",cluster="{CLUSTER}"'
+    assert query["query"] == (
+        f'label_replace((sum(up{{job="vllm-decode",{selector}}}) or vector(0)) < 2, "job", "vllm-decode", "", "")'
+        f' or label_replace((sum(up{{job="vllm-prefill",{selector}}}) or vector(0)) < 4, "job", "vllm-prefill", "", "")'
+    )
+    assert "WaitForRecovery" in found["groups-down"]["documentation"]["content"]
+    assert "pod-force-deleted" not in found
+
+
+def test_roles_of_one_group_are_left_to_the_no_leaders_alert() -> None:
+    assert "groups-down" not in recovery_specs({"prefill": 1, "decode": 1}, forced=False)
+    (condition,) = recovery_specs({"prefill": 1, "decode": 3}, forced=False)["groups-down"]["conditions"]
+    assert "vllm-prefill" not in condition["condition_prometheus_query_language"]["query"]
+
+
+def test_each_pod_kueue_force_deletes_is_told() -> None:
+    found = recovery_specs({"prefill": 1, "decode": 1}, forced=True)
+    (condition,) = found["pod-force-deleted"]["conditions"]
+    log_filter = condition["condition_matched_log"]["filter"].splitlines()
+    assert log_filter == [
+        'logName="projects/my-project/logs/events"',
+        'jsonPayload.involvedObject.kind="Pod"',
+        f'jsonPayload.involvedObject.namespace="{NAMESPACE}"',
+        # kueue v0.19.2 pkg/controller/failurerecovery/pod_termination_controller.go KueueForcefulTerminationReason
+        'jsonPayload.reason="KueueForcefullyDeleted"',
+        f'resource.labels.cluster_name="{CLUSTER}"',
+    ]
+    assert found["pod-force-deleted"]["alert_strategy"]["notification_rate_limit"]

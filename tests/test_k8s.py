@@ -209,7 +209,7 @@ def test_cluster_queue_quota_matches_the_pools(dev_plan: PlanResult, run_dev: De
         ),
         "tpu-slicing/kueue-feature-gates": (
             "TASFailedNodeReplacement=true TASFailedNodeReplacementFailFast=true "
-            "TASReplaceNodeOnPodTermination=true TASReplaceNodeOnNodeTaints=true"
+            "TASReplaceNodeOnPodTermination=true TASReplaceNodeOnNodeTaints=true FailureRecoveryPolicy=true"
         ),
     }
     assert dev_plan.depends_on(queue, dev_plan.one("kubernetes:apps/v1:Deployment", "controller-manager"))

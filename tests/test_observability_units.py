@@ -82,6 +82,7 @@ def vllm_lws(role: str) -> dict[str, Any]:
         priority_class="dev-high",
         roles=plans,
         hf_token=None,
+        force_delete_on_unreachable_host=True,
     )
     return lws_body(args, next(plan for plan in plans if plan.serve.role == role))
 

@@ -63,6 +63,18 @@ def test_tensor_parallelism_follows_the_slice(run_dev: DevRunner) -> None:
     assert "--tensor-parallel-size=8" in leader(override, "prefill")["command"][2]
 
 
+def test_pods_left_on_a_dead_host_are_left_to_a_person_when_the_stack_says_so(run_dev: DevRunner) -> None:
+    """kueue.recovery.forceDeleteOnUnreachableHost off: no pod carries Kueue's annotation and the
+    FailureRecoveryPolicy gate is written out false (settings/rules_recovery.py)."""
+    plan = run_dev({"kueue": {"recovery": {"forceDeleteOnUnreachableHost": False}}})
+    for role in ("prefill", "decode"):
+        template = lws(plan, role)["spec"]["leaderWorkerTemplate"]
+        for part in ("leaderTemplate", "workerTemplate"):
+            assert "kueue.x-k8s.io/safe-to-forcefully-delete" not in template[part]["metadata"]["annotations"]
+    queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    assert "FailureRecoveryPolicy=false" in queue.inputs["metadata"]["annotations"]["tpu-slicing/kueue-feature-gates"]
+
+
 def test_tensor_parallelism_must_divide_the_devices() -> None:
     with pytest.raises(ConfigError, match="tensorParallelSize 5 does not divide the 16 devices"):
         config_with({"serving": {"vllm": {"tensorParallelSize": 5}}})
@@ -88,6 +100,8 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
         assert pod["metadata"]["annotations"] == {
             "cloud.google.com/gke-tpu-slice-topology": "2x2x2",
             "cloud.google.com/skip-tpu-webhook-check": "true",
+            # Kueue v0.19.2 pkg/controller/constants/constants.go SafeToForcefullyDeleteAnnotationKey.
+            "kueue.x-k8s.io/safe-to-forcefully-delete": "true",
         }
         assert pod["spec"]["serviceAccountName"] == "vllm-model-server"
         assert pod["spec"]["nodeSelector"] == {

@@ -18,8 +18,11 @@ kubelet to confirm, the pods stay Terminating.
    replacement and the group waits;
 1b. a person force-deletes that pod (docs/operations.md): LWS re-creates the group and Kueue admits
    it on the free partition;
-2. a worker's host of group B fails with no healthy partition free (its pod force-deleted as in
-   1b): group B waits, evicted;
+2. a worker's host of group B fails with no healthy partition free: group B waits, evicted, and
+   no person acts: its pod left Terminating is force-deleted by Kueue's FailureRecoveryPolicy
+   controller, which the program turns on and its pods opt into (settings/rules_recovery.py), a
+   minute past the pod's deletion timestamp (kueue@v0.19.2 pkg/controller/failurerecovery/
+   pod_termination_controller.go; not shortened here: it is no flag);
 3. the first host is repaired (its kubelet back, the node Ready, the taint lifted by the node
    lifecycle controller): its partition reads HEALTHY, and Kueue admits group B there;
 4. the second host is repaired, which leaves a healthy partition free; then the *leader's* host of
@@ -137,6 +140,7 @@ class Step:
     left: list[str] = field(default_factory=list)  # pods on that host once the step is reached
     terminating: list[str] = field(default_factory=list)  # pods Terminating there once it is reached
     detected: float = 0.0  # seconds from the failure until its pods were Terminating
+    released_by_kueue: list[str] = field(default_factory=list)  # pods Kueue force-deleted by then
 
     def restarted(self) -> list[int]:
         """The groups that ran before the step and whose pods are not the same after it."""
@@ -181,6 +185,19 @@ def _terminating_on(env: Env, host: str) -> list[str]:
     return sorted(
         f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods if p["metadata"].get("deletionTimestamp")
     )
+
+
+# What Kueue's forced deletion records on the pod (kueue@v0.19.2 pkg/controller/failurerecovery/
+# pod_termination_controller.go KueueForcefulTerminationReason).
+FORCEFULLY_DELETED = "KueueForcefullyDeleted"
+
+
+def _released_by_kueue(env: Env) -> list[str]:
+    """The pods (namespace/name) Kueue's FailureRecoveryPolicy controller force-deleted: its events."""
+    events = env.plane.request(
+        "GET", f"/api/v1/namespaces/{env.namespace}/events", query={"fieldSelector": f"reason={FORCEFULLY_DELETED}"}
+    )["items"]
+    return sorted(f"{e['involvedObject']['namespace']}/{e['involvedObject']['name']}" for e in events)
 
 
 def _set_active(env: Env, index: int, active: bool) -> list[str]:
@@ -240,15 +257,19 @@ def _run(env: Env, story: Story) -> None:
     _step(env, story, "a person force-deletes the pod left on the failed host", a_host, act=force_delete,
           done=lambda now: everyone(now) and now[0].node_failures >= 1 and set(now[0].hosts) <= free)  # fmt: skip
 
-    # 2. A worker's host of group 1 fails with no healthy partition free: group 1 waits, evicted.
+    # 2. A worker's host of group 1 fails with no healthy partition free: group 1 waits, evicted. No
+    # person acts: Kueue's FailureRecoveryPolicy controller, which the program turns on, releases
+    # the pod left Terminating a minute past its deletion timestamp (settings/rules_recovery.py).
     b_host = start[1].workers[0]
 
     def waits(now: dict[int, Group]) -> bool:
         others = all(_running(g) for i, g in now.items() if i != 1)
-        return others and not now[1].admitted and now[1].node_failures >= 1 and not now[1].pods
+        released = not _terminating_on(env, b_host)
+        return others and not now[1].admitted and now[1].node_failures >= 1 and not now[1].pods and released
 
-    _step(env, story, "a worker's host fails; no healthy partition is free", b_host,
-          act=fail_and_force_delete(b_host), done=waits)  # fmt: skip
+    _step(env, story, "a worker's host fails; no healthy partition is free; Kueue releases its pod", b_host,
+          act=lambda: tpu_host.fail(env.plane, b_host), done=waits)  # fmt: skip
+    story.steps[-1].released_by_kueue = _released_by_kueue(env)
 
     # 3. The first host is repaired: group 1 runs on its partition.
     def repaired(host: str) -> Callable[[], list[str]]:
@@ -307,9 +328,10 @@ def _at(story: Story, index: int) -> Step:
     return story.steps[index]
 
 
-def test_a_group_whose_pod_stays_terminating_on_a_failed_host_waits_for_a_person(story: Story) -> None:
+def test_a_group_whose_pod_stays_terminating_on_a_failed_host_waits_for_its_release(story: Story) -> None:
     """The real node lifecycle and taint-eviction controllers fail the host and mark its pod for
-    deletion; with no kubelet to confirm, the pod stays, and the group cannot be made again."""
+    deletion; with no kubelet to confirm, the pod stays, and the group cannot be made again until a
+    person (step 1) or Kueue (step 2) releases it."""
     step = _at(story, 0)
     assert step.evicted_pods and step.terminating == sorted(step.evicted_pods), (step.evicted_pods, step.terminating)
     assert step.after[0].node_failures >= 1 and not _running(step.after[0]), step.after[0]
@@ -327,9 +349,13 @@ def test_a_group_on_a_failed_host_moves_whole_to_a_healthy_partition_and_no_othe
 
 
 def test_a_group_with_no_healthy_partition_left_waits_evicted_not_stuck(story: Story) -> None:
+    """No person acts here: the pod the failed host left Terminating is force-deleted by Kueue's
+    FailureRecoveryPolicy controller, as the program runs it, and only that pod."""
     step = _at(story, 2)
     assert not step.after[1].admitted and step.after[1].node_failures == 1
     assert step.evicted_pods and step.left == [], (step.evicted_pods, step.left)
+    person = story.steps[1].evicted_pods
+    assert step.released_by_kueue == sorted(step.evicted_pods), (step.released_by_kueue, step.evicted_pods, person)
     assert step.restarted() == [1], step.restarted()
     unhealthy = story.partition[story.steps[0].host] | story.partition[step.host]
     placed = {h for g in step.after.values() for h in g.hosts}

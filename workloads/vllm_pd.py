@@ -22,7 +22,7 @@ from contracts.labels import COMMON_LABELS, GUIDE_LABEL, ROLE_LABEL, SERVING_LAB
 from contracts.ports import DECODE_VLLM_PORT, POOL_PORT
 from domain.serving_budget import BUDGET
 from domain.topology import Generation, Topology
-from settings.rules_recovery import healthy_selector
+from settings.rules_recovery import force_delete_annotations, healthy_selector
 from workloads import vllm_command, vllm_listeners
 from workloads.role_autoscaler import AutoscalerPlan, hpa_body
 from workloads.vllm_command import VllmServe
@@ -64,6 +64,8 @@ class VllmPdArgs:
     priority_class: str
     roles: Sequence[RolePlan]
     hf_token: pulumi.Input[str] | None
+    # kueue.recovery.forceDeleteOnUnreachableHost: Kueue may force-delete a pod left on a dead host.
+    force_delete_on_unreachable_host: bool
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -260,7 +262,12 @@ def lws_body(args: VllmPdArgs, plan: RolePlan) -> dict[str, Any]:
     # llm-d's TPU7x dynamic-slice LWS carry it on both templates (guides/optimized-baseline/modelserver/
     # tpu/v7-dynamic-slice/vllm/2x2x2/lws.yaml). Declared here so it never depends on a create-only
     # webhook; JobSets (the slicing checks) stay without it, as upstream's Job/JobSet webhooks leave them.
-    annotations = {"cloud.google.com/gke-tpu-slice-topology": plan.topology, SKIP_TPU_WEBHOOK: "true"}
+    annotations = {
+        "cloud.google.com/gke-tpu-slice-topology": plan.topology,
+        SKIP_TPU_WEBHOOK: "true",
+        # Released by Kueue once left Terminating on an unreachable host (settings/rules_recovery.py).
+        **force_delete_annotations(args.force_delete_on_unreachable_host),
+    }
 
     leader = _container(args, "vllm-leader", vllm_command.leader_script(plan.serve), chips)
     port = plan.serve.port
