@@ -91,7 +91,7 @@ def test_alerts_are_off_by_default_and_use_the_given_channels(dev_plan: PlanResu
     assert dev_plan.of_type(ALERT) == []
     plan = run_dev({"observability": {"alerts": {"enabled": True, "notificationChannels": [CHANNEL]}}})
     policies = plan.of_type(ALERT)
-    assert len(policies) == 11  # four of serving, seven of the TPU hardware (observability/alerts.py)
+    assert len(policies) == 13  # four of serving, two of recovery, seven of the TPU hardware (observability/alerts.py)
     for policy in policies:
         assert policy.get("notificationChannels") == [CHANNEL]
         assert policy.get("displayName").startswith("dev")
@@ -108,6 +108,17 @@ def test_alerts_are_off_by_default_and_use_the_given_channels(dev_plan: PlanResu
 def test_bad_notification_channel_is_rejected() -> None:
     with pytest.raises(ConfigError, match=r"tpu-slicing:observability\.alerts\.notificationChannels"):
         config_with({"observability": {"alerts": {"notificationChannels": ["email:ops@example.com"]}}})
+
+
+@pytest.mark.parametrize("project", ["example-tpu-project", "123456789012"])
+def test_a_channel_names_its_project_by_id_or_by_number(project: str) -> None:
+    """Cloud Monitoring API v3 NotificationChannel.name: projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/[ID]
+    (the console's links and `gcloud beta monitoring channels list` give the number); refused before."""
+    channel = f"projects/{project}/notificationChannels/42"
+    config = config_with({"observability": {"alerts": {"enabled": True, "notificationChannels": [channel]}}})
+    assert config.observability.alerts.notification_channels == [channel]
+    with pytest.raises(ConfigError, match=r"notificationChannels"):
+        config_with({"observability": {"alerts": {"notificationChannels": ["projects/0123/notificationChannels/1"]}}})
 
 
 def test_observability_needs_no_project_roles(dev_plan: PlanResult) -> None:
