@@ -17,8 +17,9 @@ and judged by domain/reservation_health.py:
   `inUseCount`, never count against the stack on a second `up`;
 - the hosts the stack's own pools hold are read too (`gcp.container.get_cluster` once the cluster
   exists: which of its pools run, on which sub-block, with how many nodes), so a pool replaced
-  delete-first is judged net of its predecessor's hosts, in preview and at the create; at the real
-  create a refusal is judged once more on a fresh read of the sub-block;
+  delete-first is judged net of its predecessor's hosts, in preview and at the create, whether it
+  is bound to a sub-block or to the whole block (then by its name: GKE picks where its hosts are);
+  at the real create a sub-block pool's refusal is judged once more on a fresh read;
 - the offline plan answers the same invokes from a snapshot or as not read (plan/engine.py), and
   runs the same hooks (plan/engine.py `RecordingMonitor`): one check, one path.
 """
@@ -66,9 +67,10 @@ class ReservationCheck:
         self.verdict: rh.Verdict | None = None
         self.readings: list[rh.Reading] | None = None
         self._claimed = 0  # hosts the stack's new pools take from the block, in the order they are created
-        # Hosts the stack's own pools hold, by sub-block, once the cluster exists (`own_pools`): a
-        # pool replaced delete-first gives them back before its successor is created.
+        # Hosts the stack's own pools hold, by sub-block and by pool name, once the cluster exists
+        # (`own_pools`): a pool replaced delete-first gives them back before its successor is created.
         self._own: pulumi.Output[dict[str, int]] | None = None
+        self._own_by_pool: pulumi.Output[dict[str, int]] | None = None
         self.checked: pulumi.Output[bool] = self._read().apply(self._judge)
 
     def _options(self) -> pulumi.InvokeOutputOptions:
@@ -144,16 +146,27 @@ class ReservationCheck:
         )
         names = set(pool_names)
         self._own = found.node_pools.apply(lambda pools: _own_hosts(pools or [], names))
+        self._own_by_pool = found.node_pools.apply(lambda pools: _hosts_by_pool(pools or [], names))
 
     def gate(self, value: pulumi.Input[T]) -> pulumi.Output[T]:
         """`value` once the reservation has been read and judged: what a pool's registration waits for."""
         return pulumi.Output.all(value, self.checked).apply(lambda got: got[0])
 
-    def refuse_create(self, sub_block: str | None) -> Callable[[pulumi.ResourceHookArgs], Awaitable[None]]:
-        """The `before_create` hook of the pool bound to `sub_block` (None: to the whole block)."""
+    def refuse_create(
+        self, sub_block: str | None, pool_name: str | None = None
+    ) -> Callable[[pulumi.ResourceHookArgs], Awaitable[None]]:
+        """The `before_create` hook of the pool `pool_name` bound to `sub_block` (None: to the whole block)."""
 
         async def hook(_: pulumi.ResourceHookArgs) -> None:
             line = self.refusal(sub_block)
+            if line is not None and sub_block is None and pool_name and self._own_by_pool is not None:
+                # The stack's own pool of that name runs: this create replaces it, delete first
+                # (infra/tpu_pools.py), so its hosts are back in the block before the new pool asks.
+                held = (await self._own_by_pool.future() or {}).get(pool_name, 0)
+                if held:
+                    line = rh.block_refusal(
+                        BLOCK_KEY, self.args.block, self.readings or [], max(self._claimed - held, 0)
+                    )
             own = (await self._own.future()) if line is not None and self._own is not None else None
             if line is not None and sub_block is not None and own and own.get(sub_block):
                 # The stack's own pool there is being replaced (delete first): its hosts are the
@@ -216,6 +229,15 @@ def _own_hosts(pools: Sequence[Any], names: set[str]) -> dict[str, int]:
                         sub = str(value).rsplit("/", 1)[-1]
                         held[sub] = held.get(sub, 0) + hosts
     return held
+
+
+def _hosts_by_pool(pools: Sequence[Any], names: set[str]) -> dict[str, int]:
+    """Hosts each of the stack's pools (by name) holds, wherever it is bound."""
+    return {
+        str(_field(pool, "name")): int(_field(pool, "node_count") or _field(pool, "initial_node_count") or 0)
+        for pool in pools
+        if _field(pool, "name") in names
+    }
 
 
 def _as_provider(name: str, infos: Any, count: Any, in_use: Any, maintenances: Any) -> dict[str, Any]:

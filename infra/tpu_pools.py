@@ -111,7 +111,7 @@ class TpuPools(pulumi.ComponentResource):
         waits += [args.node_role] if args.node_role is not None else []
         # A pool registers once the reservation has been read and judged (its hook reads the verdict).
         cluster_id = check.gate(args.cluster.id) if check is not None else args.cluster.id
-        if check is not None and check.args.sub_blocks:
+        if check is not None:
             check.own_pools(args.cluster, args.pool_names)
         ignored = list(GKE_REPORTED)
         if args.policy is not None:
@@ -153,7 +153,7 @@ class TpuPools(pulumi.ComponentResource):
                     # The name is fixed and ForceNew: a replacement created first would meet its
                     # predecessor's name (GKE answers 409), so the old pool goes first.
                     delete_before_replace=True,
-                    hooks=_reservation_hooks(check, key),
+                    hooks=_reservation_hooks(check, key, pool_name),
                 ),
             )
             for key, pool_name, path in zip(args.pool_keys, args.pool_names, args.reservation_paths, strict=True)
@@ -161,7 +161,7 @@ class TpuPools(pulumi.ComponentResource):
         self.register_outputs({"names": [pool.name for pool in self.pools]})
 
 
-def _reservation_hooks(check: ReservationCheck | None, key: str) -> pulumi.ResourceHookBinding | None:
+def _reservation_hooks(check: ReservationCheck | None, key: str, pool_name: str) -> pulumi.ResourceHookBinding | None:
     """The pool's before_create hook: runs only when the pool is to be created, in preview too."""
     if check is None:
         return None
@@ -169,7 +169,9 @@ def _reservation_hooks(check: ReservationCheck | None, key: str) -> pulumi.Resou
     return pulumi.ResourceHookBinding(
         before_create=[
             pulumi.ResourceHook(
-                f"reservation-{key}", check.refuse_create(sub_block), pulumi.ResourceHookOptions(on_dry_run=True)
+                f"reservation-{key}",
+                check.refuse_create(sub_block, pool_name),
+                pulumi.ResourceHookOptions(on_dry_run=True),
             )
         ]
     )

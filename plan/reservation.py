@@ -51,6 +51,50 @@ def capture_command(config: StackConfig) -> list[str]:
     ]
 
 
+def pools_command(config: StackConfig) -> list[str]:
+    """What lists the stack's running node pools, in the JSON `--pools` reads."""
+    return [
+        *("gcloud", "container", "node-pools", "list"),
+        f"--cluster={config.names.cluster}",
+        f"--location={config.location}",
+        f"--project={config.project}",
+        "--format=json",
+    ]
+
+
+def own_pools(text: str, source: str, config: StackConfig) -> dict[str, tuple[str, int]]:
+    """The stack's TPU pools that run, from `gcloud container node-pools list --format=json` (GKE's
+    NodePool: `name`, `initialNodeCount`, `config.reservationAffinity.values`): each pool's name ->
+    (where it is bound: a sub-block's name, or "*" for the whole block; its hosts). Only the pools
+    this stack names (settings: `pool_names`)."""
+    try:
+        listed = bounded_input.load_json(text)
+    except bounded_input.InputError as err:
+        raise rh.SnapshotError(f"node pools {source} {err}; list them with {' '.join(pools_command(config))}") from None
+    if not isinstance(listed, list) or not all(isinstance(p, dict) and p.get("name") for p in listed):
+        raise rh.SnapshotError(
+            f"node pools {source}: not a list of node pools; list them with {' '.join(pools_command(config))}"
+        )
+    names = set(config.pool_names())
+    found: dict[str, tuple[str, int]] = {}
+    for pool in listed:
+        if pool["name"] not in names:
+            continue
+        hosts = int(pool.get("initialNodeCount") or 0)
+        values = ((pool.get("config") or {}).get("reservationAffinity") or {}).get("values") or []
+        for value in values:
+            where = str(value).rsplit("/reservationSubBlocks/", 1)
+            found[str(pool["name"])] = (where[1] if len(where) == 2 else "*", hosts)
+    return found
+
+
+def _live_pools(config: StackConfig) -> tuple[str, str] | None:
+    if shutil.which("gcloud") is None:
+        return None
+    done = subprocess.run(pools_command(config), capture_output=True, text=True, check=False, timeout=120)
+    return (done.stdout, "gcloud (live)") if done.returncode == 0 else None
+
+
 def _live(config: StackConfig) -> tuple[str, str] | None:
     """(the JSON gcloud printed, where from), or None when gcloud is missing or cannot read it."""
     if shutil.which("gcloud") is None:
@@ -61,7 +105,13 @@ def _live(config: StackConfig) -> tuple[str, str] | None:
     return done.stdout, "gcloud (live)"
 
 
-def report(stack: str, config: StackConfig, configs: dict[str, StackConfig], snapshot: Path | None) -> list[str]:
+def report(
+    stack: str,
+    config: StackConfig,
+    configs: dict[str, StackConfig],
+    snapshot: Path | None,
+    pools: Path | None = None,
+) -> list[str]:
     r = config.reservation
     if r is None or r.block is None:
         return [f"stack {stack} binds no reservation block: nothing to read"]
@@ -92,20 +142,46 @@ def report(stack: str, config: StackConfig, configs: dict[str, StackConfig], sna
     if "*" in held:
         lines.append(f"bound to the whole block (GKE picks the sub-blocks): {', '.join(held['*'])}")
     hosts = config.tpu.vms_per_cube
+    # The pools the stack already runs are never created again, so `pulumi up` judges none of them
+    # (infra/reservation.py): neither does this, once it knows which run.
+    running: dict[str, tuple[str, int]] | None = None
+    try:
+        listing = (bounded_input.read_text(pools), str(pools)) if pools is not None else _live_pools(config)
+    except bounded_input.InputError as err:
+        raise rh.SnapshotError(f"node pools {pools} {err}") from None
+    if listing is not None:
+        running = own_pools(listing[0], listing[1], config)
+    else:
+        lines.append(
+            "the stack's running pools were not read: a pool it already runs is judged here as if new; give "
+            f"--pools FILE ({' '.join(pools_command(config))})"
+        )
     if r.sub_blocks:
-        mine = [x for x in readings if x.sub_block in bound]
+        on = {where: (name, hosts_held) for name, (where, hosts_held) in (running or {}).items()}
+        kept = [b for b in bound if b in on]
+        for sub_block in kept:
+            pool_name, pool_hosts = on[sub_block]
+            lines.append(
+                f"stack {stack}: sub-block {sub_block}: its pool {pool_name} runs there ({pool_hosts} hosts), "
+                "not created again"
+            )
+        new = [b for b in bound if b not in kept]
+        mine = [x for x in readings if x.sub_block in new]
         no_go = [rh.Window(w.start, w.end) for w in r.maintenance_no_go or []]
         verdict = rh.judge("tpu-slicing:reservation.subBlocks", mine, hosts, no_go=no_go, accepted=dict(r.accept or {}))
-        lines.append(f"stack {stack}: a new pool of {hosts} hosts on each of {', '.join(bound)}:")
-        lines += [f"  refused: {line}" for line in verdict.refusals.values()]
-        if not verdict.refusals:
-            lines.append("  no refusal" + ("" if all(x.read for x in mine) else " (not every sub-block was read)"))
+        if new:
+            lines.append(f"stack {stack}: a new pool of {hosts} hosts on each of {', '.join(new)}:")
+            lines += [f"  refused: {line}" for line in verdict.refusals.values()]
+            if not verdict.refusals:
+                lines.append("  no refusal" + ("" if all(x.read for x in mine) else " (not every sub-block was read)"))
     else:
-        needed = hosts * config.tpu.cubes
-        line = rh.block_refusal("tpu-slicing:reservation.block", r.block, readings, needed)
-        lines.append(
-            f"stack {stack}: {config.tpu.cubes} new pools of {hosts} hosts on the block: {line or 'no refusal'}"
-        )
+        pools_run = len([1 for where, _ in (running or {}).values() if where == "*"])
+        new_pools = max(config.tpu.cubes - pools_run, 0)
+        if pools_run:
+            lines.append(f"stack {stack}: {pools_run} of its pools run on the block, not created again")
+        line = rh.block_refusal("tpu-slicing:reservation.block", r.block, readings, hosts * new_pools)
+        if new_pools:
+            lines.append(f"stack {stack}: {new_pools} new pools of {hosts} hosts on the block: {line or 'no refusal'}")
     return lines
 
 
@@ -123,10 +199,17 @@ def command(argv: list[str]) -> int:
         help="a file of `gcloud compute reservations sub-blocks list ... --format=json` "
         "(default: the stack's reservation.snapshot, else gcloud when installed)",
     )
+    parser.add_argument(
+        "--pools",
+        type=Path,
+        default=None,
+        help="a file of `gcloud container node-pools list ... --format=json`: the pools the stack runs, "
+        "judged as kept, not new (default: gcloud when installed)",
+    )
     args = parser.parse_args(argv)
     configs, problems = stacks.load_stacks()
     if args.stack not in configs:
         wrong = [str(p) for p in problems if args.stack in p.stacks]
         raise SystemExit(f"error: stack {args.stack}: " + ("; ".join(wrong) or "no such stack file"))
-    print("\n".join(report(args.stack, configs[args.stack], configs, args.snapshot)))
+    print("\n".join(report(args.stack, configs[args.stack], configs, args.snapshot, args.pools)))
     return 0

@@ -173,3 +173,92 @@ def test_pools_bound_to_the_whole_block_are_judged_on_its_healthy_free_hosts(tmp
     )
     read = snapshot(tmp_path, sub_block("sub-block-0"), sub_block("sub-block-1"), sub_block("sub-block-2", in_use=16))
     assert engine.run(config, stack="dev", secret_keys=secret_keys, snapshot=read).reservation
+
+
+def node_pools(tmp_path: Path, bound: dict[str, str]) -> Path:
+    """`gcloud container node-pools list --format=json` of a running stack (container/v1 NodePool):
+    pool name -> the reservation path its affinity names."""
+    path = tmp_path / "node-pools.json"
+    listed = [
+        {
+            "name": name,
+            "initialNodeCount": 16,
+            "config": {
+                "machineType": "tpu7x-standard-4t",
+                "reservationAffinity": {
+                    "consumeReservationType": "SPECIFIC_RESERVATION",
+                    "key": "compute.googleapis.com/reservation-name",
+                    "values": [where],
+                },
+            },
+        }
+        for name, where in bound.items()
+    ]
+    path.write_text(json.dumps([{"name": "default-pool", "initialNodeCount": 1, "config": {}}, *listed]))
+    return path
+
+
+def test_a_running_stack_is_judged_as_pulumi_up_judges_it_its_own_pools_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dev stack runs its two pools, which fill its two sub-blocks: `pulumi up` creates neither
+    again and refuses nothing (infra/reservation.py); before, this command printed two refusals."""
+    from tests.conftest import config_with
+
+    names = config_with().pool_names()
+    block = "projects/example-tpu-project/reservations/example-tpu7x-reservation/reservationBlocks/block-0"
+    read = snapshot(tmp_path, sub_block("sub-block-0", in_use=16), sub_block("sub-block-1", in_use=16))
+    running = node_pools(tmp_path, {names[0]: f"{block}/reservationSubBlocks/sub-block-0",
+                                    names[1]: f"{block}/reservationSubBlocks/sub-block-1"})  # fmt: skip
+    assert main(["reservation", "--stack", "dev", "--snapshot", str(read), "--pools", str(running)]) == 0
+    out = capsys.readouterr().out
+    assert "refused" not in out, out
+    assert f"sub-block sub-block-0: its pool {names[0]} runs there (16 hosts), not created again" in out
+    # Without the running pools, it says it could not tell, and judges both pools as new.
+    assert main(["reservation", "--stack", "dev", "--snapshot", str(read)]) == 0
+    out = capsys.readouterr().out
+    assert "the stack's running pools were not read" in out and out.count("refused:") == 2, out
+
+
+def test_a_node_pool_listing_that_is_not_one_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    read = snapshot(tmp_path, sub_block("sub-block-0"), sub_block("sub-block-1"))
+    bad = tmp_path / "pools.json"
+    bad.write_text('{"nodePools": []}')
+    assert main(["reservation", "--stack", "dev", "--snapshot", str(read), "--pools", str(bad)]) != 0
+    assert "not a list of node pools" in err_line(capsys)
+
+
+def test_a_block_bound_pool_replaced_delete_first_is_judged_net_of_its_own_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both pools of a block-bound stack run (32 hosts) and 16 more are free: replacing both, each
+    deleted first (infra/tpu_pools.py), gives each one's hosts back before its successor asks. Before,
+    the second replacement was refused ("needs 32") although deleting first frees what it takes."""
+    from plan import engine
+
+    config, secret_keys = engine.read_stack_config(engine.stack_file("dev"))
+    reservation = json.loads(config["tpu-slicing:reservation"])
+    del reservation["subBlocks"]
+    config["tpu-slicing:reservation"] = json.dumps(reservation)
+    from tests.conftest import config_with
+
+    names = config_with({"reservation": {"subBlocks": None}}).pool_names()  # keyed 1 and 2, not by sub-block
+    read = snapshot(
+        tmp_path, sub_block("sub-block-0", in_use=16), sub_block("sub-block-1", in_use=16), sub_block("sub-block-2")
+    )
+
+    def running(pools: list[str]) -> None:
+        # container/v1 Cluster as the provider's getCluster answers: each running pool and its nodes.
+        monkeypatch.setitem(engine.FIXED_ANSWERS, "gcp:container/getCluster:getCluster", lambda args: {
+            "name": args.get("name"), "location": args.get("location"),
+            "nodePools": [{"name": name, "nodeCount": 16} for name in pools],
+        })  # fmt: skip
+
+    running(names)
+    assert engine.run(config, stack="dev", secret_keys=secret_keys, snapshot=read).reservation
+    # A pool that does not run yet is new: its hosts are still needed, and the block has 16 free.
+    running(names[:1])
+    with pytest.raises(engine.HookRefusedError, match="the stack's new pools need 32"):
+        engine.run(config, stack="dev", secret_keys=secret_keys, snapshot=read)
