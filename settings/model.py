@@ -164,8 +164,8 @@ class ClusterConfig(StrictModel):
 class NoGoWindow(StrictModel):
     """A span in which a bound sub-block must have no maintenance due (settings/rules_reservation.py)."""
 
-    start: datetime
-    end: datetime
+    start: Annotated[datetime, BeforeValidator(rules_reservation.instant)]
+    end: Annotated[datetime, BeforeValidator(rules_reservation.instant)]
 
     @model_validator(mode="after")
     def _window(self) -> NoGoWindow:
@@ -190,6 +190,7 @@ class ReservationConfig(StrictModel):
     @model_validator(mode="after")
     def _accept(self) -> ReservationConfig:
         rules_reservation.check_accept(self)
+        rules_reservation.no_go_needs_sub_blocks(self)
         return self
 
     def path(self, project: str) -> str:

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
     from settings.model import StackConfig
 
 
-# Cloud Monitoring's resource name of a channel, the project by its id (6 to 30 characters).
+# Cloud Monitoring's resource name of a channel, `projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/
+# [CHANNEL_ID]` (Cloud Monitoring API v3, NotificationChannel.name): the project by its id (6 to 30
+# characters) or by its number.
 NOTIFICATION_CHANNEL = NameRule(
-    r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+",
-    "projects/<project>/notificationChannels/<id>",
+    r"projects/([a-z][-a-z0-9]{4,28}[a-z0-9]|[1-9][0-9]{0,19})/notificationChannels/[0-9]+",
+    "projects/<project id or number>/notificationChannels/<id>",
 )
 
 

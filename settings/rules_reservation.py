@@ -17,11 +17,35 @@ if TYPE_CHECKING:
     from settings.model import NoGoWindow, ReservationConfig
 
 
+def instant(value: object) -> object:
+    """A no-go window's start or end is written as an ISO 8601 date-time: pydantic reads a number, or
+    a string of digits, as Unix seconds (pydantic v2 "datetime" parsing), so `20261207` (a compact
+    date) would become a window in 1970 that no maintenance ever falls in."""
+    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
+        raise ValueError(
+            f"{value!r} is a number, which would be read as Unix seconds (a moment in 1970 for a compact date); "
+            "allowed: an ISO 8601 date-time with a zone, e.g. 2026-12-07T00:00:00Z"
+        )
+    return value
+
+
 def no_go_window(window: NoGoWindow) -> None:
     if window.start.tzinfo is None or window.end.tzinfo is None:
         raise ValueError("start and end need a time zone, e.g. 2026-09-18T00:00:00Z")
     if window.end <= window.start:
         raise ValueError(f"end {window.end.isoformat()} is not after start {window.start.isoformat()}")
+
+
+def no_go_needs_sub_blocks(reservation: ReservationConfig) -> None:
+    """No-go windows judge the maintenance of the sub-blocks a stack binds; a stack bound to the whole
+    block binds none (GKE picks them), and its windows would judge nothing, silently
+    (infra/reservation.py judges a block-bound pool by free hosts alone)."""
+    if reservation.maintenance_no_go and not reservation.sub_blocks:
+        raise ValueError(
+            "reservation.maintenanceNoGo is set but the stack binds the whole block (no reservation.subBlocks): "
+            "GKE picks the sub-blocks, so the windows would judge nothing; allowed: reservation.subBlocks, or no "
+            "maintenanceNoGo"
+        )
 
 
 def check_accept(reservation: ReservationConfig) -> None:
@@ -54,6 +78,25 @@ REFUSED: tuple[RefusedClass, ...] = (
         {"reservation": {"maintenanceNoGo": [{"start": "2026-09-30T00:00:00Z", "end": "2026-09-18T00:00:00Z"}]}},
         "reservation.maintenanceNoGo",
         "is not after start",
+    ),
+    RefusedClass(
+        "maintenance no-go window written as a number (read as Unix seconds)",
+        instant,
+        {"reservation": {"maintenanceNoGo": [{"start": 20261207, "end": "2026-12-20T00:00:00Z"}]}},
+        "reservation.maintenanceNoGo",
+        "an ISO 8601 date-time with a zone",
+    ),
+    RefusedClass(
+        "maintenance no-go windows on a stack bound to the whole block",
+        no_go_needs_sub_blocks,
+        {
+            "reservation": {
+                "subBlocks": None,
+                "maintenanceNoGo": [{"start": "2026-12-07T00:00:00Z", "end": "2026-12-20T00:00:00Z"}],
+            }
+        },
+        "reservation.maintenanceNoGo",
+        "reservation.subBlocks, or no maintenanceNoGo",
     ),
     RefusedClass(
         "accepted sub-block the stack does not bind",

@@ -239,6 +239,11 @@ MEMBERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "maxModelLen above the model's context": st.integers(_QWEN.context_length + 1, 1_048_576).map(
         lambda n: {"serving": {"vllm": {"maxModelLen": n}}}
     ),
+    # A no-go window's start written as a compact date or Unix seconds, a number or a string of digits
+    # (settings/rules_reservation.py `instant`): pydantic would read either as seconds since 1970.
+    "maintenance no-go window written as a number (read as Unix seconds)": st.one_of(
+        st.integers(19_700_101, 20_991_231), st.integers(0, 4_102_444_800).map(str)
+    ).map(lambda n: {"reservation": {"maintenanceNoGo": [{"start": n, "end": "2026-12-20T00:00:00Z"}]}}),
     # Any timeout short of the startup budget (settings/rules_recovery.py), Kueue's 30-minute default included.
     "Kueue's PodsReady timeout below the startup budget": st.integers(0, PODS_READY_MIN_SECONDS - 1).map(
         lambda n: {"kueue": {"recovery": {"podsReadyTimeoutSeconds": n}}}
