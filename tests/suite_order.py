@@ -8,10 +8,9 @@ worker the next unit once two or fewer of its tests are pending (`_reschedule`).
 the `control-plane` group first, the tests without a plane next and the `control-plane-late`
 group last: one worker starts the first plane at once, the other works through the tests without
 a plane and only then starts the second plane. `make unit` runs the tests without a Go build
-in a run of their own at nice 10, from the start of the builds (tools/ci/unit.sh), so the tests
-without a plane left here are the engine's, a few minutes, and the two planes run side by side for
-most of the suite, with only lower-priority work beside them (docs/testing.md, CI phases and
-timings).
+beforehand, beside the Go builds (tools/ci/unit.sh), so the tests without a plane left here are the
+engine's, a few minutes, and the two planes run side by side for most of the suite; what they must
+not have beside them is the rest of the suite as well (docs/testing.md, CI phases and timings).
 """
 
 from __future__ import annotations

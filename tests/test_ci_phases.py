@@ -86,27 +86,17 @@ UNIT = ROOT / "tools" / "ci" / "unit.sh"
 
 
 def _unit(
-    tmp_path: Path, *, build: int = 0, free: int = 0, built: int = 0, early: bool = False, overlap: bool = False
+    tmp_path: Path, *, build: int = 0, free: int = 0, built: int = 0, early: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     """tools/ci/unit.sh with a stand-in python and make that log what they were asked and at which
-    nice value, and exit with the given statuses (the tests without a Go build, the build, the rest).
-    With `overlap`, the tests without a Go build end only once the rest has started (or after 30 s,
-    logging that it never did)."""
+    nice value, and exit with the given statuses (the tests without a Go build, the build, the rest)."""
     tmp_path.mkdir(exist_ok=True)
     log = tmp_path / "calls.log"
-    started = tmp_path / "rest-started"
-    wait_for_rest = (
-        f"i=0; while [ ! -e {started} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
-        f'[ -e {started} ] || echo "the rest never ran beside the free part" >> {log}; '
-        if overlap
-        else ""
-    )
     python = tmp_path / "python"
     python.write_text(
         "#!/bin/sh\n"
         f'echo "pytest nice=$(ps -o ni= -p $$ | tr -d " ") $*" >> {log}\n'
-        f'case "$*" in *"not go_built"*) {wait_for_rest}echo "free part ran"; exit {free};; esac\n'
-        f"touch {started}\n"
+        f'case "$*" in *"not go_built"*) echo "free part ran"; exit {free};; esac\n'
         f"exit {built}\n"
     )
     make = tmp_path / "make"
@@ -146,15 +136,6 @@ def test_the_suite_runs_the_tests_without_a_go_build_beside_the_builds_at_low_pr
         line.startswith(f"pytest nice={BASE} -m pytest -n 2 --dist loadgroup -m go_built")
         for line in lines[built + 1 :]
     ), lines
-    assert "free part ran" in done.stdout
-
-
-def test_the_planes_start_when_the_builds_end_beside_the_tests_without_a_go_build(tmp_path: Path) -> None:
-    """The planes wait on timers more than they compute: they fill the core the tests without a Go
-    build leave idle, instead of waiting for those tests (tools/ci/unit.sh)."""
-    done, calls = _unit(tmp_path, overlap=True)
-    assert done.returncode == 0, done.stderr
-    assert "never ran beside" not in calls, calls
     assert "free part ran" in done.stdout
 
 

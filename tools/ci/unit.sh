@@ -9,8 +9,8 @@
 # them at nice 10: the compilers keep their priority (the kernel's CFS weights a nice-10 task 110
 # against a nice-0 task's 1024, kernel/sched/core.c sched_prio_to_weight), and the tests still get
 # about a tenth of a core when the compilers fill both, so none of them stalls for long. The tests
-# that run what the builds make (`go_built`: the engine, the planes) start as soon as the builds
-# are done, beside those tests, each xdist group on one worker (tests/suite_order.py).
+# that run what the builds make (`go_built`: the engine, the planes) start once both the builds and
+# those tests are done, on both cores, each xdist group on one worker (tests/suite_order.py).
 #
 # Environment: PY (the virtualenv's python), SUITE (the pytest options both parts share, from the
 # Makefile), MAKE (the make to build with), TPU_SLICING_EARLY_BUILDS (set by `make test`, which
@@ -34,25 +34,18 @@ else
     "$make_cmd" --no-print-directory engine controlplane
 fi
 built=$?
-# The tests that run what the builds make start as soon as the builds end, beside the tests without
-# a Go build still running at nice 10. A plane waits on its controllers' timers more than it computes
-# (the degraded-partition story: 18 s of CPU in 43 s of wall), so the two plane workers leave about a
-# core idle that the tests without a Go build now fill; they used to wait for those tests, which
-# held the planes back some 15 minutes once the builds began with `make test` (docs/testing.md, CI
-# phases and timings). The planes keep the normal priority, so their waits are not stretched.
+# The planes wait for the tests without a Go build: measured cold, starting them at the builds' end
+# instead slowed both parts more than it saved (50 min 33 s against 49 min 34 s, docs/testing.md).
+wait "$free"
+free_status=$?
+echo "--- the tests without a Go build (run beside the builds, at nice 10): $log"
+cat "$log"
 if [ "$built" -ne 0 ]; then
-    wait "$free"
-    echo "--- the tests without a Go build (run beside the builds, at nice 10): $log"
-    cat "$log"
     exit "$built"
 fi
 # shellcheck disable=SC2086
 "${phase[@]}" pytest "$PY" -m pytest $SUITE -m go_built --durations=25
 status=$?
-wait "$free"
-free_status=$?
-echo "--- the tests without a Go build (run beside the builds and the planes, at nice 10): $log"
-cat "$log"
 if [ "$free_status" -ne 0 ]; then
     exit "$free_status"
 fi
