@@ -35,12 +35,17 @@ MAX_DIGITS = 64
 DEFAULT_MAX_BYTES = 16 << 20
 
 _KINDS = {
-    stat.S_IFDIR: "a folder",
+    stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
 }
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, as a refusal names it (from its st_mode)."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a file")
 
 
 class InputError(ValueError):
@@ -56,7 +61,7 @@ def read_bytes(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise InputError(f"is not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'not a file')}); allowed: a file")
+        raise InputError(f"is not a regular file ({file_kind(mode)}); allowed: a file")
     with os.fdopen(fd, "rb") as file:
         data = file.read(max_bytes + 1)
     if len(data) > max_bytes:

@@ -250,15 +250,6 @@ def config_keys(config: dict[str, Any], project: str = PROJECT) -> dict[str, Any
     return found
 
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, if it is a regular file of at most `MAX_BYTES`: judged on the open file
     (fstat), opened without blocking, so that a FIFO or a device is refused before any read."""
@@ -269,7 +260,7 @@ def read_bytes(path: Path) -> bytes:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+        kind = bounded_input.file_kind(mode)
         raise StackFileError(f"is not a regular file ({kind}); allowed: a regular file")
     with os.fdopen(fd, "rb") as file:
         data = file.read(MAX_BYTES + 1)

@@ -474,6 +474,12 @@ def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
+def _ready(pod: Mapping[str, Any]) -> bool:
+    """A pod Running and Ready, and not on its way out (a deletion timestamp set)."""
+    running = pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+    return running and _condition(pod, "Ready") == "True"
+
+
 # --- workloads ---------------------------------------------------------------------------------
 
 

@@ -72,6 +72,7 @@ from tests.test_admission_oracle import (
     Env,
     _condition,
     _hosts,
+    _ready,
     _workloads,
     jobset,
     leader_worker_set,
@@ -114,11 +115,6 @@ class Story:
     preview: admission.Prediction | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     error: str = ""
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    running = pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
-    return running and _condition(pod, "Ready") == "True"
 
 
 def groups(env: Env) -> dict[int, Group]:

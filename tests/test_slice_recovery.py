@@ -53,7 +53,17 @@ import pytest
 from tests import control_plane as cp
 from tests.operations import LWS_GROUP, LWS_NAME
 from tests.standins import tpu_host
-from tests.test_admission_oracle import KUEUE, LWSS, Env, _condition, _hosts, _workloads, leader_worker_set, oracle_env
+from tests.test_admission_oracle import (
+    KUEUE,
+    LWSS,
+    Env,
+    _condition,
+    _hosts,
+    _ready,
+    _workloads,
+    leader_worker_set,
+    oracle_env,
+)
 
 pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)  # one plane at a time (tests/control_plane.py)
 
@@ -83,11 +93,6 @@ class Group:
 def _node_failures(workload: dict[str, Any]) -> int:
     stats = (workload.get("status", {}).get("schedulingStats") or {}).get("evictions") or []
     return sum(int(e.get("count") or 0) for e in stats if e.get("reason") == NODE_FAILURES)
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    running = pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
-    return running and _condition(pod, "Ready") == "True"
 
 
 def groups(env: Env) -> dict[int, Group]:
