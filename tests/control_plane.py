@@ -451,14 +451,47 @@ class ControlPlane:
         while self._processes:
             self._processes.pop().stop()
 
-    def restart_apiserver(self, down_seconds: float, timeout: float = 120.0) -> float:
-        """Stop kube-apiserver (SIGTERM, as a control-plane upgrade drains it), keep it down for
-        `down_seconds`, start it again with the same flags on the same port and etcd. Returns the
-        monotonic time at which /readyz answered again."""
-        index = next(i for i, p in enumerate(self._processes) if p.name == "kube-apiserver")
-        old = self._processes[index]
-        old.stop()
+    def restart_control_plane(self, down_seconds: float, timeout: float = 120.0) -> float:
+        """A control-plane upgrade as GKE does one on a zonal cluster: the control plane's VM is
+        replaced, so kube-apiserver, kube-controller-manager and kube-scheduler stop together
+        (SIGTERM, in reverse start order) and start again `down_seconds` later with the same flags,
+        on the same port and etcd; kwok, the nodes' kubelets, keeps running. Returns the monotonic
+        time at which /readyz answered again.
+
+        The controller manager restarts too because one that outlives the outage is not what GKE
+        runs: its informers come back on client-go's reflector backoff (0.8 s doubling, jitter 1.0,
+        cap 30 s: client-go v0.36.3 tools/cache/reflector.go), so its node lifecycle controller can
+        judge Leases it has not re-read for up to a minute after the API server answers and mark
+        every node Unknown and its pods unready while the kubelets renew on time. A fresh one
+        takes its first look at a node as the probe time (pkg/controller/nodelifecycle/
+        node_lifecycle_controller.go tryUpdateNodeHealth, "Assuming now as a timestamp")."""
+        names = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+        indexes = [i for i, p in enumerate(self._processes) if p.name in names]
+        if [self._processes[i].name for i in indexes] != list(names):
+            raise ControlPlaneError(f"no control plane to restart: {[p.name for p in self._processes]}")
+        for index in reversed(indexes):
+            self._processes[index].stop()
         time.sleep(down_seconds)  # the outage is the fault being injected, not a wait for a condition
+        apiserver, *controllers = indexes
+        self._processes[apiserver] = self._again(self._processes[apiserver])
+        # Out of the list while the API server comes up (wait_for checks every process in it): the
+        # controller manager gives up after 10 s without a healthy API server (k8s.io/controller-manager
+        # v0.36.3 app/helper.go WaitForAPIServer), so the two start once it answers.
+        stopped = [(index, self._processes[index]) for index in controllers]
+        for index in reversed(controllers):
+            del self._processes[index]
+        self.wait_for(
+            "kube-apiserver /readyz after its restart",
+            lambda: _http_ok(f"{self.server}/readyz", self._context(), self.token),
+            timeout,
+        )
+        back = time.monotonic()
+        for index, old in stopped:
+            self._processes.insert(index, self._again(old))
+        return back
+
+    def _again(self, old: _Process) -> _Process:
+        """`old`'s program started again with its flags, its log appended to."""
         log_file = old.log.open("ab")
         popen = subprocess.Popen(
             [str(cache_dir() / "bin" / old.name), *old.args],
@@ -469,13 +502,7 @@ class ControlPlane:
             start_new_session=True,
             env=go_environ(),
         )
-        self._processes[index] = _Process(old.name, popen, old.log, log_file, old.args)
-        self.wait_for(
-            "kube-apiserver /readyz after its restart",
-            lambda: _http_ok(f"{self.server}/readyz", self._context(), self.token),
-            timeout,
-        )
-        return time.monotonic()
+        return _Process(old.name, popen, old.log, log_file, old.args)
 
 
 # --- simulated nodes -------------------------------------------------------------------------

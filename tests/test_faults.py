@@ -59,7 +59,7 @@ pytestmark = pytest.mark.xdist_group(cp.LATE_XDIST_GROUP)
 PROJECT_NAME = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
 FAULT_TIMEOUT = 600.0  # the most any one faulted or recovering run may take before the test kills it
 # A GKE zonal control-plane upgrade leaves the API server unreachable for minutes; a bounded 15 s
-# here, plus its own restart time, is enough to come near the node grace period (50 s).
+# here, plus the restart's own time, is longer than a request of the provider's await.
 APISERVER_DOWN = 15.0
 Event = dict[str, Any]
 # The Kubernetes provider's switch to win server-side apply conflicts (pulumi-kubernetes
@@ -426,7 +426,7 @@ def _dev_faults(s: Scenario, stands: Stands) -> None:
     )
     outcome = Outcome("API server restart during up", injected=process.poll() is None)
     stopped = time.monotonic()
-    back = s.plane.restart_apiserver(down_seconds=APISERVER_DOWN)
+    back = s.plane.restart_control_plane(down_seconds=APISERVER_DOWN)
     outcome.notes["apiserver unreachable for seconds"] = back - stopped
     smoke.hold = False
     _finish(process, time.monotonic() + FAULT_TIMEOUT)
@@ -502,10 +502,11 @@ def _job_uid(s: Scenario, namespace: str) -> str | None:
 def _settled(s: Scenario, since: float) -> float:
     """Wait until the plane is past an API server outage; the monotonic time it was.
 
-    An outage longer than the node grace period lets the node lifecycle controller mark the nodes
-    Unknown and their pods unready; the simulated kubelets then renew their leases and put Ready
-    back (tests/control_plane.py READY_AGAIN_STAGE). Settled: every node Ready with a Lease renewed
-    after `since` (wall clock; renewTime is a MicroTime, so no rounding), every Running pod Ready."""
+    Settled, read from the API server, as the next refresh will read it: every node Ready with a
+    Lease renewed after `since` (wall clock; renewTime is a MicroTime, so no rounding), every
+    Running pod Ready, and every Deployment of the program's observed at its generation and
+    Available with all its replicas (the Kubernetes provider's refresh judges a Deployment by its
+    Available condition: pulumi-kubernetes provider/pkg/await/deployment.go)."""
 
     def check() -> bool:
         nodes = s.plane.request("GET", "/api/v1/nodes")["items"]
@@ -522,14 +523,27 @@ def _settled(s: Scenario, since: float) -> float:
             if not ready or not renewed or _micro_time(renewed) <= since:
                 return False
         pods = s.plane.request("GET", "/api/v1/pods")["items"]
-        return all(
+        if not all(
             any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
             for p in pods
             if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-        )
+        ):
+            return False
+        deployments = s.plane.request("GET", "/apis/apps/v1/deployments", query={"labelSelector": PART_OF})["items"]
+        return all(_available(d) for d in deployments)
 
-    s.plane.wait_for("nodes and pods Ready after the API server restart", lambda: check() or None, FAULT_TIMEOUT)
+    s.plane.wait_for("nodes, pods and Deployments ready after the restart", lambda: check() or None, FAULT_TIMEOUT)
     return time.monotonic()
+
+
+def _available(deployment: dict[str, Any]) -> bool:
+    status = deployment.get("status") or {}
+    wanted = deployment["spec"].get("replicas", 1)
+    return (
+        status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+        and status.get("availableReplicas", 0) == wanted
+        and any(c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions") or [])
+    )
 
 
 def _micro_time(text: str) -> float:
