@@ -36,6 +36,7 @@ def deploy(base: Foundation) -> Served:
         provider=base.provider,
         project=config.project,
         namespace=serving.namespace,
+        service_account=config.names.jetstream_account,
         generation=base.generation,
         topology=serving.slice.topology,
         machine_type=serving.slice.machine_type,

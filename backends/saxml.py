@@ -25,6 +25,8 @@ def deploy(base: Foundation) -> Served:
             namespace=serving.namespace,
             bucket_name=names.sax_bucket(config.project),
             google_account_id=names.sax_account,
+            cell_account=names.sax_cell_account,
+            http_account=names.sax_http_account,
             generation=base.generation,
             topology=serving.slice.topology,
             machine_type=serving.slice.machine_type,

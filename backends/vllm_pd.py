@@ -17,9 +17,7 @@ from k8s.metrics_adapter import NAMESPACE as ADAPTER_NAMESPACE
 from k8s.metrics_adapter import MetricsAdapter, MetricsAdapterArgs
 from k8s.router import Router, RouterArgs, epp_allowances, epp_selector
 from settings.model import StackConfig
-from settings.storage_names import BENCHMARK_PREFIX
 from settings.vllm import AutoscalingConfig
-from workloads.benchmark_job import SERVICE_ACCOUNT as BENCHMARK_ACCOUNT
 from workloads.benchmark_job import BenchmarkJob, BenchmarkJobArgs
 from workloads.model_access import BenchmarkAccess, ModelAccess, ModelAccessArgs, workload_principal_output
 from workloads.role_autoscaler import AutoscalerPlan
@@ -38,7 +36,6 @@ from workloads.vllm_pd import (
 from workloads.vllm_pd import network_allowances as vllm_allowances
 
 GUIDE = "pd-disaggregation"  # the llm-d guide this backend follows; names its router and pool
-SERVICE_ACCOUNT = "vllm-model-server"
 
 
 def allowances(config: StackConfig) -> list[Allowance]:
@@ -100,7 +97,8 @@ def _autoscaler(scaling: AutoscalingConfig | None) -> AutoscalerPlan | None:
 
 
 def _benchmark(base: Foundation, gateway_address: pulumi.Output[str], after: list[pulumi.Resource]) -> BenchmarkJob:
-    """The benchmark Job and its own identity: read the bucket, write under benchmarks/ only."""
+    """The benchmark Job and its own identity: read the bucket, write under the stack's own
+    benchmarks/<namePrefix>/ only."""
     config, serving = base.config, base.config.serving
     assert serving.model.weights_bucket is not None
     access = BenchmarkAccess(
@@ -110,10 +108,10 @@ def _benchmark(base: Foundation, gateway_address: pulumi.Output[str], after: lis
             project=config.project,
             bucket=serving.model.weights_bucket,
             namespace=serving.namespace,
-            service_account=BENCHMARK_ACCOUNT,
+            service_account=config.names.benchmark_account,
             depends_on=after[0],
             identity_pool=base.cluster.cluster,
-            write_prefix=BENCHMARK_PREFIX,
+            write_prefix=config.names.benchmark_prefix,
         ),
     )
     return BenchmarkJob(
@@ -125,6 +123,8 @@ def _benchmark(base: Foundation, gateway_address: pulumi.Output[str], after: lis
             gateway_address=gateway_address,
             served_model=serving.model.name,
             bucket=serving.model.weights_bucket,
+            prefix=config.names.benchmark_prefix,
+            service_account=config.names.benchmark_account,
             model_path=serving.model.path,
             image=config.versions.benchmark_image,
             config=serving.benchmark,
@@ -153,7 +153,7 @@ def deploy(base: Foundation) -> Served:
             project=config.project,
             bucket=model.weights_bucket,
             namespace=serving.namespace,
-            service_account=SERVICE_ACCOUNT,
+            service_account=names.model_server_account,
             depends_on=queues.namespace,
             identity_pool=base.cluster.cluster,
         ),
@@ -202,7 +202,7 @@ def deploy(base: Foundation) -> Served:
             machine_memory_gib=base.machine.memory_gib,
             image=versions.vllm_image,
             sidecar_image=versions.routing_sidecar_image,
-            service_account=SERVICE_ACCOUNT,
+            service_account=names.model_server_account,
             bucket=model.weights_bucket,
             log_level=serving.vllm.log_level,
             local_queue=LOCAL_QUEUE,

@@ -1,7 +1,7 @@
 """Benchmark results beside the plan: `python -m plan benchmark compare A.json B.json`, and the cost
 of a million output tokens at each measured rate (`python -m plan --benchmark FILE`).
 
-The files are the `result.json` the benchmark Job writes to `gs://<weightsBucket>/benchmarks/<run>/`
+The files are the `result.json` the benchmark Job writes to `gs://<weightsBucket>/benchmarks/<namePrefix>/<run>/`
 (workloads/benchmark_job.py); domain/benchmark.py reads them, as the Job's own program does.
 """
 

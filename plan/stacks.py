@@ -51,25 +51,21 @@ def load_stacks(root: Path = engine.ROOT) -> tuple[dict[str, StackConfig], list[
     return configs, problems
 
 
-# backends/vllm_pd.py SERVICE_ACCOUNT, written again: only the registry imports a backend module
-# (tests/test_layout.py); tests/test_fleet_contradictions.py holds it to the plan's IAM members.
-MODEL_SERVER = "vllm-model-server"
-
-
 def principals(config: StackConfig) -> tuple[rules_fleet.Principal, ...]:
     """The Kubernetes service accounts the stack's program grants Google Cloud roles to, from its
     settings and the names the components give them (tests/test_fleet_contradictions.py holds this
     to the IAM members of each stack's offline plan)."""
     # Imported here: the components bring the Pulumi providers, which the table and checks need not load.
     from k8s import metrics_adapter
-    from workloads import benchmark_job, jetstream, saxml
 
-    serving = config.serving
-    namespace, key = serving.namespace, "serving.namespace"
+    serving, names = config.serving, config.names
+    # The accounts' names derive from namePrefix (settings/naming.py): only a shared prefix in two
+    # regions of a project (where no derived Google Cloud name collides) makes them one principal.
+    namespace, key = serving.namespace, "namePrefix"
     if serving.backend is Backend.VLLM_PD:
-        found = [Principal(namespace, MODEL_SERVER, key, "the vLLM model servers")]
+        found = [Principal(namespace, names.model_server_account, key, "the vLLM model servers")]
         if serving.benchmark.enabled:
-            found.append(Principal(namespace, benchmark_job.SERVICE_ACCOUNT, key, "the serving benchmark"))
+            found.append(Principal(namespace, names.benchmark_account, key, "the serving benchmark"))
         scaled = [role for role in rules_fleet.ROLES if getattr(serving, role).autoscaling is not None]
         if scaled and config.controllers.install:
             found.append(
@@ -78,19 +74,17 @@ def principals(config: StackConfig) -> tuple[rules_fleet.Principal, ...]:
                     metrics_adapter.NAME,
                     f"serving.{scaled[0]}.autoscaling",
                     "the custom metrics adapter",
-                    "one stack per project with autoscaled roles and its own adapter (the adapter's "
-                    "namespace and name are fixed), or controllers.install false where the cluster's "
-                    "platform team serves the metrics API",
+                    rules_fleet.ADAPTER_ALLOWED,
                 )
             )
         return tuple(found)
     if serving.backend is Backend.SAXML:
         return (
-            Principal(namespace, saxml.KSA, key, "the Saxml admin and model servers"),
-            Principal(namespace, saxml.HTTP_ACCOUNT, key, "sax-http"),
+            Principal(namespace, names.sax_cell_account, key, "the Saxml admin and model servers"),
+            Principal(namespace, names.sax_http_account, key, "sax-http"),
         )
     if serving.backend is Backend.JETSTREAM:
-        return (Principal(namespace, jetstream.SERVICE_ACCOUNT, key, "the JetStream servers"),)
+        return (Principal(namespace, names.jetstream_account, key, "the JetStream servers"),)
     return ()
 
 

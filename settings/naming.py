@@ -11,6 +11,8 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from settings.storage_names import BENCHMARK_PREFIX
+
 # Google Cloud limits (resource naming docs): most compute names 63, GKE
 # cluster and node-pool names 40 (google-beta resource_container_node_pool.go, name_prefix:
 # "name is limited to 40"), service account ids 30.
@@ -124,6 +126,37 @@ class Names:
         # (pkg/controller/core/workloadpriorityclass_controller.go:94-116).
         return f"{self.prefix}-{level}"
 
+    # Kubernetes service accounts that hold Google Cloud grants. A Workload Identity principal names
+    # the project's pool, the namespace and the account, not the cluster (GKE "About Workload
+    # Identity Federation for GKE", identity sameness), so two stacks of one project whose accounts
+    # shared a name and namespace were one principal: each read the other's buckets, and a destroy
+    # of one removed the IAM member the other served with. The prefix keeps them apart.
+    @property
+    def model_server_account(self) -> str:
+        return f"{self.prefix}-vllm-model-server"
+
+    @property
+    def benchmark_account(self) -> str:
+        return f"{self.prefix}-serving-benchmark"
+
+    @property
+    def jetstream_account(self) -> str:
+        return f"{self.prefix}-jetstream"
+
+    @property
+    def sax_cell_account(self) -> str:
+        return f"{self.prefix}-sax-sa"
+
+    @property
+    def sax_http_account(self) -> str:
+        return f"{self.prefix}-sax-http"
+
+    @property
+    def benchmark_prefix(self) -> str:
+        """Where the stack's serving benchmark writes in the weights bucket, the only prefix its
+        identity may write in: two stacks that serve from one bucket keep their reports apart."""
+        return f"{BENCHMARK_PREFIX}{self.prefix}/"
+
     def limits(self, pool_keys: Sequence[str]) -> list[tuple[str, str, int]]:
         """(what, name, limit) for every derived name, with the longest variants."""
         longest_pool = max((self.tpu_pool(key) for key in pool_keys or ["1"]), key=len)
@@ -145,6 +178,11 @@ class Names:
             ("Kueue admission check", self.admission_check, K8S_NAME_LIMIT),
             ("Kueue cluster queue", self.cluster_queue, K8S_NAME_LIMIT),
             ("priority class", self.priority_class("medium"), K8S_NAME_LIMIT),
+            ("model server service account", self.model_server_account, K8S_NAME_LIMIT),
+            ("benchmark service account", self.benchmark_account, K8S_NAME_LIMIT),
+            ("JetStream service account", self.jetstream_account, K8S_NAME_LIMIT),
+            ("Saxml cell service account", self.sax_cell_account, K8S_NAME_LIMIT),
+            ("sax-http service account", self.sax_http_account, K8S_NAME_LIMIT),
         ]
 
     def gcp_names(self, pool_keys: Sequence[str]) -> list[str]:

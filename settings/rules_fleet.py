@@ -310,13 +310,22 @@ class FleetRule:
 # dev and dev-b share block-0 of one reservation (sub-blocks 0-1 and 2-3, blockCubes 4): each
 # example changes one of them, or adds a copy of dev, so that exactly its own rule refuses.
 DEV_TWIN = {"namePrefix": "dev2", "reservation": {"subBlocks": ["sub-block-2", "sub-block-3"]}}
+AUTOSCALED_DEV = {
+    "serving": {"decode": {"autoscaling": {"min": 1, "max": 2, "metric": "vllm:num_requests_waiting", "target": 4}}}
+}
+ADAPTER_ALLOWED = (
+    "one stack per project with autoscaled roles and its own adapter (the adapter's namespace and name are "
+    "fixed), or controllers.install false where the cluster's platform team serves the metrics API"
+)
 CONTRADICTIONS: tuple[FleetRule, ...] = (
     FleetRule(
         "one Workload Identity principal granted by two stacks of a project",
         shared_principals,
-        {"dev": ("dev", {}), "dev2": ("dev", DEV_TWIN)},
-        "serving.namespace",
-        "another serving.namespace",
+        # The custom metrics adapter's account is fixed by its upstream manifest; the stacks' own
+        # accounts derive from namePrefix and part with it.
+        {"dev": ("dev", AUTOSCALED_DEV), "dev2": ("dev", {**DEV_TWIN, **AUTOSCALED_DEV})},
+        "serving.decode.autoscaling",
+        ADAPTER_ALLOWED,
     ),
     FleetRule(
         "one block claimed from two zones",

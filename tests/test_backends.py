@@ -122,12 +122,12 @@ def test_saxml_admin_state_bucket_and_bucket_scoped_roles(saxml: PlanResult) -> 
         (
             "roles/storage.objectViewer",
             "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
-            "example-tpu-project.svc.id.goog/subject/ns/sax/sa/sax-http",
+            "example-tpu-project.svc.id.goog/subject/ns/sax/sa/saxml-v5e-sax-http",
         ),
     ]
     wi = saxml.one("gcp:serviceaccount/iAMMember:IAMMember")
     assert wi.get("role") == "roles/iam.workloadIdentityUser"
-    assert wi.get("member") == "serviceAccount:example-tpu-project.svc.id.goog[sax/sax-sa]"
+    assert wi.get("member") == "serviceAccount:example-tpu-project.svc.id.goog[sax/saxml-v5e-sax-sa]"
     ksa = saxml.one("kubernetes:core/v1:ServiceAccount", "service-account")
     assert ksa.get("metadata.annotations") == {
         "iam.gke.io/gcp-service-account": "saxml-v5e-sax@example-tpu-project.iam.gserviceaccount.com"

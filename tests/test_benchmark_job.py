@@ -41,7 +41,7 @@ def test_the_job_runs_after_the_smoke_test_and_is_bounded(run_dev: DevRunner) ->
     assert job.get("spec.activeDeadlineSeconds") == 4 * 60 + 300 + 4 * 60
     assert job.get("spec.backoffLimit") == 0
     pod = job.get("spec.template.spec")
-    assert pod["serviceAccountName"] == "serving-benchmark"
+    assert pod["serviceAccountName"] == "dev-serving-benchmark"  # the stack's own identity
     (container,) = pod["containers"]
     assert container["image"] == "quay.io/inference-perf/inference-perf:v0.7.0"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -62,12 +62,12 @@ def test_the_load_generator_is_configured_from_the_settings(run_dev: DevRunner) 
     assert set(config_map.get("data")) == {"inference-perf.json", "benchmark_run.py", "benchmark.py"}
 
 
-def test_its_identity_writes_only_under_benchmarks(run_dev: DevRunner) -> None:
+def test_its_identity_writes_only_under_its_stacks_benchmarks(run_dev: DevRunner) -> None:
     plan = _benched(run_dev)
     members = [r for r in plan.of_type(BUCKET_MEMBER) if "BenchmarkAccess" in r.parent]
     writes = [m for m in members if m.get("role") == "roles/storage.objectUser"]
     assert len(members) == 3 and len(writes) == 1
-    assert '/objects/benchmarks/")' in writes[0].get("condition.expression")
+    assert '/objects/benchmarks/dev/")' in writes[0].get("condition.expression")
     assert all(m.get("condition") is None for m in members if m not in writes)
 
 
@@ -82,7 +82,7 @@ def test_a_settings_change_reruns_the_benchmark_and_not_the_smoke_test(run_dev: 
 
 def test_the_result_is_a_stack_output(run_dev: DevRunner) -> None:
     plan = _benched(run_dev, runId="before-tp8")
-    assert plan.outputs["benchmarkResult"].value == "gs://example-model-weights/benchmarks/before-tp8/result.json"
+    assert plan.outputs["benchmarkResult"].value == "gs://example-model-weights/benchmarks/dev/before-tp8/result.json"
 
 
 @pytest.mark.parametrize(

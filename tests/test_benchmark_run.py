@@ -56,7 +56,7 @@ def _python() -> Path:
     return python
 
 
-def run_job(plan: PlanResult, workdir: Path, speed: vllm_openai.Speed, writable: str = "benchmarks/") -> Run:
+def run_job(plan: PlanResult, workdir: Path, speed: vllm_openai.Speed, writable: str = "benchmarks/dev/") -> Run:
     """The program's benchmark Job's container, run as the kubelet would (tests/standins/benchmark_pod.py)."""
     python = _python()
     (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.get("metadata.name") == "serving-benchmark"]
@@ -83,7 +83,7 @@ def test_the_job_program_runs_inference_perf_and_uploads_its_result(runs: dict[s
     run = runs["fast"]
     assert run.exit_code == 0, run.output[-3000:]
     names = set(run.objects)
-    assert {"benchmarks/fast/result.json", "benchmarks/fast/stage_0_lifecycle_metrics.json"} <= names
+    assert {"benchmarks/dev/fast/result.json", "benchmarks/dev/fast/stage_0_lifecycle_metrics.json"} <= names
     result = run.result()
     assert result.load_generator == "inference-perf" and result.run == "fast"
     assert [s.rate for s in result.stages] == [4.0, 4.0]
@@ -108,7 +108,7 @@ def test_the_plan_compares_the_files_the_job_wrote(runs: dict[str, Run], tmp_pat
     files = []
     for name in ("fast", "slow"):
         path = tmp_path / f"{name}.json"
-        path.write_bytes(runs[name].objects[f"benchmarks/{name}/result.json"])
+        path.write_bytes(runs[name].objects[f"benchmarks/dev/{name}/result.json"])
         files.append(str(path))
     done = subprocess.run(
         [sys.executable, "-m", "plan", "benchmark", "compare", *files], capture_output=True, text=True, check=False

@@ -121,13 +121,13 @@ def test_the_committed_stacks_contradict_nothing(capsys: pytest.CaptureFixture[s
     assert plan_main(["stacks"]) == 0 and plan_main(["fleet"]) == 0
     capsys.readouterr()
     # What the check reads of them: dev-b serves nothing (backend none), and the other three keep
-    # their identities in namespaces of their own.
+    # their identities under names of their own (settings/naming.py, from namePrefix).
     held = {name: {(p.namespace, p.service_account) for p in stacks.principals(c)} for name, c in configs.items()}
     assert held == {
-        "dev": {("llm-d-pd-disaggregation", "vllm-model-server")},
+        "dev": {("llm-d-pd-disaggregation", "dev-vllm-model-server")},
         "dev-b": set(),
-        "jetstream-v5e": {("jetstream", "jetstream")},
-        "saxml-v5e": {("sax", "sax-sa"), ("sax", "sax-http")},
+        "jetstream-v5e": {("jetstream", "jetstream-v5e-jetstream")},
+        "saxml-v5e": {("sax", "saxml-v5e-sax-sa"), ("sax", "saxml-v5e-sax-http")},
     }
 
 
@@ -135,21 +135,26 @@ def test_the_committed_stacks_contradict_nothing(capsys: pytest.CaptureFixture[s
 VLLM_SERVING = {**stack_file.read(engine.ROOT / "Pulumi.dev.yaml")["tpu-slicing:serving"], "namespace": None}
 
 
-def test_two_vllm_stacks_of_a_project_share_the_default_principal_until_one_moves(
+def test_two_vllm_stacks_of_a_project_hold_two_principals_in_the_default_namespace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """dev-b as a vLLM stack, as dev is: both default serving.namespace, so one principal; another
-    namespace in dev-b clears it."""
+    """dev-b as a vLLM stack, as dev is, both in the default serving.namespace: their accounts carry
+    their namePrefix, so no principal is shared (the program's plans grant them, below); the same
+    prefix in both is one principal again, refused naming namePrefix."""
     serving = copy.deepcopy(VLLM_SERVING)
-    _only(write_stacks(tmp_path, {"dev": ("dev", {}), "dev-b": ("dev-b", {"serving": serving})}), monkeypatch)
-    assert plan_main(["stacks"]) == 1
-    out = capsys.readouterr().out
-    assert "CONFLICT dev and dev-b: serving.namespace: both grant Google Cloud roles to principal://" in out
-    assert "example-tpu-project.svc.id.goog/subject/ns/llm-d-pd-disaggregation/sa/vllm-model-server" in out
-
-    moved = {**serving, "namespace": "llm-d-experiments"}
-    _only(write_stacks(tmp_path, {"dev": ("dev", {}), "dev-b": ("dev-b", {"serving": moved})}), monkeypatch)
+    found = write_stacks(tmp_path, {"dev": ("dev", {}), "dev-b": ("dev-b", {"serving": serving})})
+    _only(found, monkeypatch)
     assert plan_main(["stacks"]) == 0, capsys.readouterr().out
+    configs, _ = stacks.load_stacks(tmp_path)
+    members = {name: {p.member(c.project) for p in stacks.principals(c)} for name, c in configs.items()}
+    assert members["dev"] and members["dev-b"] and not members["dev"] & members["dev-b"], members
+
+    write_stacks(tmp_path, {"dev": ("dev", {}), "dev-b": ("dev-b", {"serving": serving, "namePrefix": "dev"})})
+    configs, invalid = stacks.load_stacks(tmp_path)
+    assert invalid == []
+    said = [str(c) for c in rules_fleet.shared_principals(stacks.fleet(configs))]
+    assert len(said) == 1 and said[0].startswith("dev and dev-b: namePrefix: both grant"), said
+    assert "example-tpu-project.svc.id.goog/subject/ns/llm-d-pd-disaggregation/sa/dev-vllm-model-server" in said[0]
 
 
 def test_the_metrics_adapters_fixed_principal_is_shared_by_two_autoscaled_stacks(tmp_path: Path) -> None:
@@ -218,12 +223,6 @@ VARIANTS = [
     ("dev", {"serving": {"prefill": {"autoscaling": AUTOSCALED}}, "controllers": {"install": False}}),
     ("saxml-v5e", {"serving": {"namespace": "sax-two"}}),
 ]
-
-
-def test_the_model_servers_account_is_the_backends() -> None:
-    from backends.vllm_pd import SERVICE_ACCOUNT
-
-    assert stacks.MODEL_SERVER == SERVICE_ACCOUNT
 
 
 @pytest.mark.parametrize(("stack", "overrides"), VARIANTS, ids=lambda v: v if isinstance(v, str) else str(v))

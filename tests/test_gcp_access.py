@@ -8,13 +8,16 @@ creates on a bare project, and the mutations show the judge refusing each missin
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from plan.engine import ROOT
-from tests.bare_project import Mutation, first_up, mutated, plan_resources
+from plan.engine import ROOT, cloud_state
+from settings import stack_file
+from tests.bare_project import NOT_THE_PROGRAM, Mutation, first_up, mutated, plan_resources
 from tests.control_plane import load_stack
 from tests.standins import gcp_access as ga
 from tests.standins import gcp_project as gp
@@ -198,3 +201,66 @@ def test_a_missing_grant_is_refused_naming_it(mutation: Mutation, tmp_path: Path
     refused = _cell(tree, tmp_path)[mutation.token]
     assert refused is not None, f"the judge agreed with the mistake in {mutation.path}"
     assert refused.rule == mutation.rule, refused
+
+
+# --- two vLLM stacks of one project --------------------------------------------------------------------
+
+BENCHMARKED = {"enabled": True, "rates": [1], "stageSeconds": 60}
+
+
+def _two_stacks(tmp_path: Path) -> Path:
+    """This checkout with dev and dev-b both serving vLLM from dev's weights bucket (one model, two
+    stacks of a project) and both benchmarking: dev-b keeps its own namePrefix, block and namespace
+    default, as a second team's stack would."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=NOT_THE_PROGRAM)
+    dev = stack_file.read(ROOT / "Pulumi.dev.yaml")
+    serving = {**dev["tpu-slicing:serving"], "benchmark": BENCHMARKED}
+    for name in ("dev", "dev-b"):
+        config = stack_file.read(ROOT / f"Pulumi.{name}.yaml")
+        config["tpu-slicing:serving"] = {k: v for k, v in serving.items() if k != "namespace"}
+        (tree / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return tree
+
+
+def _accounts(resources: dict[str, dict[str, Any]]) -> dict[str, Workload]:
+    return {
+        r["inputs"]["metadata"]["name"]: Workload.of(
+            r["inputs"]["metadata"]["namespace"],
+            r["inputs"]["metadata"]["name"],
+            r["inputs"]["metadata"].get("annotations"),
+        )
+        for r in resources.values()
+        if r["type"] == "kubernetes:core/v1:ServiceAccount"
+    }
+
+
+@pytest.mark.gcp_standin
+def test_two_vllm_stacks_of_a_project_hold_apart_and_one_destroy_leaves_the_others_grants(tmp_path: Path) -> None:
+    """Both stacks up on one bare project: each benchmark identity writes only its own stack's
+    reports, and destroying dev-b's grants leaves dev's model servers reading the weights. Before
+    namePrefix named the accounts, both stacks granted one principal (one namespace, one name): each
+    wrote the other's reports, and dev-b's destroy revoked the member dev served with."""
+    tree = _two_stacks(tmp_path)
+    plans = {name: plan_resources(tree, name, tmp_path / f"{name}.json") for name in ("dev", "dev-b")}
+    p = gcp_provider.prepare(None, load_stack("dev"))
+    for resources in plans.values():
+        assert first_up(resources, p) == []
+    dev, dev_b = _accounts(plans["dev"]), _accounts(plans["dev-b"])
+    bucket = load_stack("dev").serving.model.weights_bucket
+    assert bucket is not None
+    write = ga.OBJECT_CREATE
+    assert (
+        ga.refuse_object_access(p, dev["dev-serving-benchmark"], bucket, "benchmarks/dev/r/result.json", write) is None
+    )
+    refused = ga.refuse_object_access(
+        p, dev_b["dev-b-serving-benchmark"], bucket, "benchmarks/dev/r/result.json", write
+    )
+    assert refused is not None and refused.rule == "object-access-denied", refused
+    assert ga.refuse_object_access(p, dev_b["dev-b-vllm-model-server"], bucket, "config.json") is None
+
+    for resource in plans["dev-b"].values():  # dev-b's `pulumi destroy`, as far as IAM goes
+        if resource["type"] == gp.BUCKET_IAM_MEMBER:
+            p.deleted(gp.BUCKET_IAM_MEMBER, cloud_state(resource["type"], resource["name"], resource["inputs"])[1])
+    assert ga.refuse_object_access(p, dev["dev-vllm-model-server"], bucket, "config.json") is None
+    assert ga.refuse_object_access(p, dev_b["dev-b-vllm-model-server"], bucket, "config.json") is not None

@@ -29,6 +29,7 @@ SINGLE = JetstreamArgs(
     provider=cast(Any, None),  # the body functions never touch the provider
     project="my-project",
     namespace="jetstream",
+    service_account="js-stack-jetstream",
     generation=CATALOG["v5e"],
     topology="2x4",
     machine_type="ct5lp-hightpu-8t",
@@ -99,7 +100,7 @@ def assert_on_the_slice(spec: dict[str, Any], accelerator: str, topology: str) -
         "cloud.google.com/gke-tpu-topology": topology,
     }
     assert spec["tolerations"] == [TPU_TOLERATION]
-    assert spec["serviceAccountName"] == "jetstream"
+    assert spec["serviceAccountName"] == "js-stack-jetstream"
 
 
 # --- single host (reference §5.3a) ---------------------------------------------------------
@@ -292,7 +293,7 @@ def test_service_account() -> None:
     body = jetstream.service_account_body(SINGLE)
     assert (body["kind"], body["metadata"]["name"], body["metadata"]["namespace"]) == (
         "ServiceAccount",
-        "jetstream",
+        "js-stack-jetstream",
         "jetstream",
     )
 

@@ -145,14 +145,19 @@ def test_the_benchmark_job_runs_to_completion_on_the_plane(plane: cp.ControlPlan
     if python is None:
         pytest.skip("inference-perf missing: run `make loadgen`")
     objects = _optional_parts({"rates": [4], "repetitions": 2, "stageSeconds": 10, "runId": "plane"})
-    names = {("ConfigMap", "serving-benchmark"), ("ServiceAccount", "serving-benchmark"), ("Job", "serving-benchmark")}
+    # dev's own benchmark identity and prefix (namePrefix dev, settings/naming.py).
+    names = {
+        ("ConfigMap", "serving-benchmark"),
+        ("ServiceAccount", "dev-serving-benchmark"),
+        ("Job", "serving-benchmark"),
+    }
     wanted = [o for o in objects if (o["kind"], o["metadata"]["name"]) in names]
     assert len(wanted) == 3
     namespace = wanted[0]["metadata"]["namespace"]
     plane.ensure_namespace(namespace)
     model = json.loads(next(o for o in wanted if o["kind"] == "ConfigMap")["data"]["inference-perf.json"])
     cache: dict[str, Any] = {}
-    with gcs_uploads.storage("example-model-weights", "benchmarks/") as gcs:
+    with gcs_uploads.storage("example-model-weights", "benchmarks/dev/") as gcs:
         pods = benchmark_pod.BenchmarkPods(
             plane,
             namespace,
@@ -180,7 +185,7 @@ def test_the_benchmark_job_runs_to_completion_on_the_plane(plane: cp.ControlPlan
         assert pods.error is None, pods.error
         assert [code for _, code, _ in pods.ended] == [0], pods.ended
         result = tmp_path / "result.json"
-        result.write_bytes(gcs.objects["benchmarks/plane/result.json"])
+        result.write_bytes(gcs.objects["benchmarks/dev/plane/result.json"])
     done = subprocess.run(
         [sys.executable, "-m", "plan", "benchmark", "compare", str(result), str(result)],
         capture_output=True,

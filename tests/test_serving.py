@@ -103,7 +103,7 @@ def test_leaderworkerset_settings(dev_plan: PlanResult, role: str, kv_role: str,
             # Kueue v0.19.2 pkg/controller/constants/constants.go SafeToForcefullyDeleteAnnotationKey.
             "kueue.x-k8s.io/safe-to-forcefully-delete": "true",
         }
-        assert pod["spec"]["serviceAccountName"] == "vllm-model-server"
+        assert pod["spec"]["serviceAccountName"] == "dev-vllm-model-server"  # namePrefix dev
         assert pod["spec"]["nodeSelector"] == {
             "cloud.google.com/gke-tpu-accelerator": "tpu7x",
             "cloud.google.com/gke-tpu-partition-2x2x2-state": "HEALTHY",
@@ -265,7 +265,7 @@ def test_model_access_is_bucket_scoped_workload_identity(dev_plan: PlanResult) -
     members = dev_plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     principal = (
         f"principal://iam.googleapis.com/projects/{PLACEHOLDER_PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
-        f"example-tpu-project.svc.id.goog/subject/ns/{NAMESPACE}/sa/vllm-model-server"
+        f"example-tpu-project.svc.id.goog/subject/ns/{NAMESPACE}/sa/dev-vllm-model-server"
     )
     assert sorted((m.get("bucket"), m.get("role"), m.get("member")) for m in members) == [
         ("example-model-weights", "roles/storage.bucketViewer", principal),

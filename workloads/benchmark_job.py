@@ -9,9 +9,10 @@ machine without accelerators, so nothing here could run it.
 
 The pod (pods/benchmark_run.py) reads the model's tokenizer from the weights bucket through a
 read-only Cloud Storage FUSE volume (the cluster's GcsFuseCsiDriver add-on, infra/cluster.py) and
-writes its reports under `benchmarks/<run>/` of the same bucket, the only prefix its identity may
-write (workloads/bucket_access.py). It only opens connections to the gateway's address and to
-Cloud Storage: no model server admits it, so no NetworkPolicy allowance names it.
+writes its reports under `benchmarks/<namePrefix>/<run>/` of the same bucket, the only prefix its
+identity may write (workloads/bucket_access.py): stacks that serve from one bucket keep them
+apart. It only opens connections to the gateway's address and to Cloud Storage: no model server
+admits it, so no NetworkPolicy allowance names it.
 """
 
 from __future__ import annotations
@@ -33,13 +34,11 @@ from contracts.addresses import http_url
 from contracts.labels import COMMON_LABELS
 from domain.benchmark import stage_rates
 from settings.benchmark import BenchmarkConfig
-from settings.storage_names import BENCHMARK_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "pods" / "benchmark_run.py"
 RESULT_MODULE = ROOT / "domain" / "benchmark.py"  # shipped as benchmark.py beside the program
 JOB_NAME = "serving-benchmark"
-SERVICE_ACCOUNT = "serving-benchmark"
 PROGRAM_MOUNT = "/opt/benchmark"
 TOKENIZER_MOUNT = "/model"
 REPORTS_MOUNT = "/reports"
@@ -84,8 +83,8 @@ def run_name(bench: BenchmarkConfig, serving_spec: object) -> str:
     return f"spec-{digest[:12]}"
 
 
-def result_uri(bucket: str, run: str) -> str:
-    return f"gs://{bucket}/{BENCHMARK_PREFIX}{run}/result.json"
+def result_uri(bucket: str, prefix: str, run: str) -> str:
+    return f"gs://{bucket}/{prefix}{run}/result.json"
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,8 @@ class BenchmarkJobArgs:
     gateway_address: pulumi.Input[str]
     served_model: str
     bucket: str
+    prefix: str  # where in the bucket the stack's reports go (settings/naming.py benchmark_prefix)
+    service_account: str  # the stack's own benchmark identity (settings/naming.py benchmark_account)
     model_path: str  # the model's snapshot in the bucket: its tokenizer files
     image: str
     config: BenchmarkConfig
@@ -111,7 +112,7 @@ class BenchmarkJob(pulumi.ComponentResource):
         super().__init__("tpu-slicing:workloads:BenchmarkJob", name, None, opts)
         bench = args.config
         run = run_name(bench, args.serving_spec)
-        self.result = result_uri(args.bucket, run)
+        self.result = result_uri(args.bucket, args.prefix, run)
         base_url = pulumi.Output.from_input(args.gateway_address).apply(lambda address: http_url(str(address)))
         data = {
             "inference-perf.json": json.dumps(load_generator_config(bench, args.served_model), indent=2) + "\n",
@@ -132,7 +133,7 @@ class BenchmarkJob(pulumi.ComponentResource):
             "BENCHMARK_TOKENIZER": TOKENIZER_MOUNT,
             "BENCHMARK_REPORTS": REPORTS_MOUNT,
             "BENCHMARK_BUCKET": args.bucket,
-            "BENCHMARK_PREFIX": BENCHMARK_PREFIX,
+            "BENCHMARK_PREFIX": args.prefix,
             "BENCHMARK_RUN": run,
             "BENCHMARK_PROJECT": args.project,
             "BENCHMARK_GATE": json.dumps(gate, sort_keys=True),
@@ -157,7 +158,7 @@ class BenchmarkJob(pulumi.ComponentResource):
                     metadata=meta.ObjectMetaArgs(labels=dict(COMMON_LABELS), annotations={GCSFUSE_ANNOTATION: "true"}),
                     spec=core.PodSpecArgs(
                         restart_policy="Never",
-                        service_account_name=SERVICE_ACCOUNT,
+                        service_account_name=args.service_account,
                         security_context=core.PodSecurityContextArgs(
                             run_as_non_root=True,
                             run_as_user=65534,

@@ -53,7 +53,6 @@ from workloads.bucket_access import Grant, grants, uniform_bucket
 from workloads.model_access import workload_principal_output
 
 APP = JETSTREAM_APP
-SERVICE_ACCOUNT = "jetstream"
 SERVICE_NAME = "jetstream-svc"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
@@ -104,6 +103,7 @@ class JetstreamArgs:
     provider: kubernetes.Provider
     project: str
     namespace: str
+    service_account: str  # the stack's own principal (settings/naming.py jetstream_account)
     generation: Generation
     topology: str  # slice shape, e.g. "2x4" (one v5e 8-chip VM) or "4x8" (eight 4-chip VMs)
     machine_type: str  # the node pool's: a v6e 2x4 is one ct6e-standard-8t VM or two ct6e-standard-4t
@@ -281,7 +281,7 @@ def _tpus(chips: int) -> dict[str, Any]:
 def _tpu_pod_spec(args: JetstreamArgs, containers: list[dict[str, Any]]) -> dict[str, Any]:
     """A pod on the slice's node pool; pods that request no TPU (LWS leaders) need the toleration."""
     spec = {
-        "serviceAccountName": SERVICE_ACCOUNT,
+        "serviceAccountName": args.service_account,
         "nodeSelector": {ACCELERATOR_LABEL: args.generation.accelerator_label, TOPOLOGY_LABEL: args.topology},
         "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": containers,
@@ -304,7 +304,7 @@ def _metadata(args: JetstreamArgs, name: str, annotations: Mapping[str, str] | N
 
 def service_account_body(args: JetstreamArgs) -> dict[str, Any]:
     """The Workload Identity principal of every JetStream pod (no Google service account)."""
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(args, SERVICE_ACCOUNT)}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(args, args.service_account)}
 
 
 def deployment_body(args: JetstreamArgs) -> dict[str, Any]:
@@ -511,7 +511,7 @@ class Jetstream(pulumi.ComponentResource):
 
         account = service_account_body(args)
         self.service_account = core.ServiceAccount(f"{name}-service-account", metadata=account["metadata"], opts=child)
-        principal = workload_principal_output(args.project, args.namespace, SERVICE_ACCOUNT, args.identity_pool)
+        principal = workload_principal_output(args.project, args.namespace, args.service_account, args.identity_pool)
         # Bound on the weights bucket only: no project-wide storage access. A conditional grant
         # (multi-host's scratch prefix) needs uniform bucket-level access, read before it registers.
         grants_made = bucket_grants(args)

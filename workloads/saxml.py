@@ -32,11 +32,9 @@ from workloads.jetstream import ingress_ip
 from workloads.model_access import workload_principal_output
 
 PUBLISH_SCRIPT = Path(__file__).resolve().parent.parent / "pods" / "saxml_publish.py"
-KSA = "sax-sa"  # the cell's Google identity (admin and model servers use the bucket)
 # sax-http reads the cell's admin address from the bucket on every call (saxml common/addr.go
 # FetchAddr: <root>/sax/<cell>/location.proto through the platform's GCS reader), so its account is
 # a Workload Identity principal with read access to the admin bucket, and no more.
-HTTP_ACCOUNT = "sax-http"
 PUBLISH_ACCOUNT = "sax-publish"  # no Google access: the Job only calls sax-http
 HTTP_PORT = 8888
 ADMIN_PORT = 10000
@@ -53,6 +51,10 @@ class SaxmlArgs:
     namespace: str
     bucket_name: str
     google_account_id: str
+    # The stack's own Kubernetes service accounts (settings/naming.py): the cell's, which acts as the
+    # Google account (admin and model servers use the bucket), and sax-http's.
+    cell_account: str
+    http_account: str
     generation: Generation
     topology: str
     machine_type: str  # the node pool's: with the shape it fixes the VMs (pods) per slice
@@ -156,7 +158,7 @@ def model_server_body(args: SaxmlArgs) -> dict[str, Any]:
                                 "metadata": {"labels": _labels("sax-model-server")},
                                 "spec": pod_security.harden(
                                     {
-                                        "serviceAccountName": KSA,
+                                        "serviceAccountName": args.cell_account,
                                         # No hostNetwork (unlike the tutorial): host-network pods bypass
                                         # Workload Identity and would run as the node's service account,
                                         # which has no access to the Sax bucket. JobSet's DNS hostnames
@@ -262,7 +264,7 @@ class Saxml(pulumi.ComponentResource):
                 gcp.serviceaccount.IAMMemberArgs(
                     service_account_id=account.name,
                     role="roles/iam.workloadIdentityUser",
-                    member=f"serviceAccount:{args.project}.svc.id.goog[{args.namespace}/{KSA}]",
+                    member=f"serviceAccount:{args.project}.svc.id.goog[{args.namespace}/{args.cell_account}]",
                 ),
                 opts=gcp_child,
             )
@@ -278,7 +280,7 @@ class Saxml(pulumi.ComponentResource):
         ksa = core.ServiceAccount(
             "service-account",
             metadata=meta.ObjectMetaArgs(
-                name=KSA,
+                name=args.cell_account,
                 namespace=args.namespace,
                 labels=dict(COMMON_LABELS),
                 annotations={"iam.gke.io/gcp-service-account": account.email},
@@ -330,7 +332,7 @@ class Saxml(pulumi.ComponentResource):
         )
         http_account = core.ServiceAccount(
             "http-service-account",
-            metadata=meta.ObjectMetaArgs(name=HTTP_ACCOUNT, namespace=args.namespace, labels=dict(COMMON_LABELS)),
+            metadata=meta.ObjectMetaArgs(name=args.http_account, namespace=args.namespace, labels=dict(COMMON_LABELS)),
             automount_service_account_token=False,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace]),
         )
@@ -339,7 +341,7 @@ class Saxml(pulumi.ComponentResource):
             gcp.storage.BucketIAMMemberArgs(
                 bucket=self.bucket.name,
                 role="roles/storage.objectViewer",
-                member=workload_principal_output(args.project, args.namespace, HTTP_ACCOUNT, args.identity_pool),
+                member=workload_principal_output(args.project, args.namespace, args.http_account, args.identity_pool),
             ),
             opts=gcp_child,
         )
@@ -357,7 +359,7 @@ class Saxml(pulumi.ComponentResource):
             ),
             args,
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[http_account, http_reader])),
-            account=HTTP_ACCOUNT,
+            account=args.http_account,
         )
         self.http_service = core.Service(
             "http-service",
@@ -387,7 +389,7 @@ class Saxml(pulumi.ComponentResource):
         args: SaxmlArgs,
         opts: pulumi.ResourceOptions,
         *,
-        account: str = KSA,
+        account: str | None = None,
     ) -> apps.Deployment:
         return apps.Deployment(
             logical,
@@ -398,7 +400,7 @@ class Saxml(pulumi.ComponentResource):
                 template=core.PodTemplateSpecArgs(
                     metadata=meta.ObjectMetaArgs(labels=_labels(app)),
                     spec=core.PodSpecArgs(
-                        service_account_name=account,
+                        service_account_name=account or args.cell_account,
                         # Workload Identity needs no token in the pod; nothing here calls the API.
                         automount_service_account_token=False,
                         containers=[container],
