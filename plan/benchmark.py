@@ -50,19 +50,28 @@ def compare_lines(before: benchmark.Result, after: benchmark.Result) -> list[str
 
 
 def cost_lines(config: StackConfig, result: benchmark.Result) -> list[str]:
-    """What a million output tokens cost at each measured rate: the stack's chips cost the same an hour
-    whatever they serve (domain/cost.py), so the cost falls as throughput rises."""
+    """What a million output tokens cost at each measured rate, charged with the chips the serving
+    roles hold (plan/cost.py serving_chips): the benchmark measured them. The stack's other chips
+    (slicing checks, idle) are shown apart, per hour, and not charged to tokens."""
     found = cost.costs(config)
     header = f"Cost per million output tokens (benchmark {result.run!r}):"
     if found is None or config.pricing is None:
         return [header, cost.NOT_SET]
-    hourly = found["planned"].reserved * found["planned"].chip_hour
-    shown = [header]
+    price, currency = found["planned"].chip_hour, config.pricing.currency
+    serving = cost.serving_chips(config)
+    hourly = serving * price
+    shown = [header, f"  charged with the {serving} chips the serving roles hold: {currency} {hourly:,.2f} an hour"]
     for rate in result.rates():
         throughput = result.median(rate, "outputTokensPerSecond")
         each = benchmark.cost_per_million_tokens(hourly, throughput)
-        priced = f"{config.pricing.currency} {each:,.2f}" if each is not None else "no tokens produced"
+        priced = f"{currency} {each:,.2f}" if each is not None else "no tokens produced"
         shown.append(f"  at {rate:g} req/s: {throughput:.1f} output tokens/s, {priced} per million")
+    apart = found["planned"].reserved - serving
+    if apart:
+        shown.append(
+            f"  apart: the stack's other {apart} chips (slicing checks and idle) cost {currency} "
+            f"{apart * price:,.2f} an hour, not charged to tokens"
+        )
     return shown
 
 

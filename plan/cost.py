@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain import admission
-from domain.cost import ChipCost, money
+from domain.cost import BlockCost, ChipCost, money
 from plan import scaling
 from settings import capacity, pricing
 from settings.model import StackConfig
@@ -33,6 +33,57 @@ def held_chips(config: StackConfig) -> int:
     priorities = dict(config.kueue.priorities.items())
     requests = admission.requests_from_workloads(work, priorities)
     return min(admission.predict(requests, config.tpu.cubes, config.tpu.generation).chips_in_use, cap.chips)
+
+
+def serving_chips(config: StackConfig) -> int:
+    """Chips that the serving roles' admitted groups hold at the planned load: what a token costs."""
+    cap = capacity.capacity(config)
+    if not config.serving.dynamic_slicing:
+        return cap.chips
+    work = capacity.workloads(config)
+    serving = [w.name for w in work if w.serves]
+    if not serving:
+        return 0
+    priorities = dict(config.kueue.priorities.items())
+    prediction = admission.predict(
+        admission.requests_from_workloads(work, priorities), config.tpu.cubes, config.tpu.generation
+    )
+    mine = {r.name for name in serving for r in prediction.members(name)}
+    return min(sum(p.chips for p in prediction.placements if p.workload in mine), held_chips(config))
+
+
+def block_cost(config: StackConfig) -> BlockCost | None:
+    """The stack's share of its reservation block, priced; None without pricing, on demand, or where
+    the block's size (reservation.blockCubes) is not given."""
+    price = pricing.chip_hour(config)
+    reservation = config.reservation
+    if price is None or reservation is None or reservation.block_cubes is None or not config.serving.dynamic_slicing:
+        return None
+    cap = capacity.capacity(config)
+    per_cube = cap.chips // cap.pools if cap.pools else 0
+    return BlockCost(
+        block=reservation.block_cubes * per_cube,
+        pools=cap.chips,
+        held=held_chips(config),
+        serving=serving_chips(config),
+        chip_hour=price,
+    )
+
+
+def block_lines(share: BlockCost, currency: str, *, fleet: bool = False) -> list[str]:
+    """The block's monthly bill in its four parts (they sum to the block)."""
+    described = {
+        "serving": "held by serving roles",
+        "checks": "held by slicing checks",
+        "idle": "in the stacks' pools, held by nothing" if fleet else "in this stack's pools, held by nothing",
+        "unclaimed": "in no stack's pool" if fleet else "in none of this stack's pools (another stack's, or none)",
+    }
+    shown = [
+        f"  the block: {share.block} chips, {money(share.monthly(share.block), currency)} a month whatever uses them"
+    ]
+    for part, chips in share.parts().items():
+        shown.append(f"    {chips:>5} chips {described[part]}: {money(share.monthly(chips), currency)}")
+    return shown
 
 
 def costs(config: StackConfig) -> dict[str, ChipCost] | None:
@@ -63,6 +114,9 @@ def lines(config: StackConfig) -> list[str]:
             f"  {label}: workloads hold {cost.held} chips; {cost.idle} idle ({cost.idle_share:.0%}) cost "
             f"{money(cost.idle_monthly, currency)} a month"
         )
+    share = block_cost(config)
+    if share is not None:
+        shown += block_lines(share, currency)
     return shown
 
 
@@ -78,6 +132,15 @@ def facts(config: StackConfig) -> dict[str, Any] | None:
         "monthly": round(planned.monthly, 2),
         "idleMonthly": round(planned.idle_monthly, 2),
         **({"idleMonthlyAtMax": round(found["at max"].idle_monthly, 2)} if "at max" in found else {}),
+        **({"block": _block_facts(share)} if (share := block_cost(config)) is not None else {}),
+    }
+
+
+def _block_facts(share: BlockCost) -> dict[str, Any]:
+    return {
+        "chips": share.block,
+        "monthly": round(share.monthly(share.block), 2),
+        **{f"{part}Chips": chips for part, chips in share.parts().items()},
     }
 
 

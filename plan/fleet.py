@@ -3,7 +3,9 @@
 One row per stack file, from its validated settings and the same admission model the plan's
 preview uses (domain/admission.py), without running the Pulumi program: block and sub-blocks,
 chips reserved and held at the planned load, the high-priority workloads Kueue would leave
-pending, and, with `pricing`, the monthly and idle cost (plan/cost.py). Then the contradictions
+pending, and, with `pricing`, the monthly and idle cost (plan/cost.py); then, per reservation block
+whose size is given, its whole bill split into chips serving, held by checks, idle in the stacks'
+pools and in no stack's pool (domain/cost.py BlockCost). Then the contradictions
 between stacks, by the same check as `make stacks` (plan/stacks.py `check`, the rules of
 settings/rules_fleet.py), each naming both stacks and the key; any of them, or an invalid stack file,
 fails the command. An invalid stack file is one line, and the others are still shown.
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from domain import admission
-from domain.cost import money
+from domain.cost import BlockCost, money
 from plan import cost, engine, stacks
 from settings import capacity
 from settings.model import StackConfig
@@ -94,6 +96,37 @@ def table(rows: Sequence[Row]) -> list[str]:
     return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells]
 
 
+def block_totals(configs: Mapping[str, StackConfig]) -> list[str]:
+    """Each priced reservation block's bill over the stacks on it: the block once, their pools summed.
+    A block whose stacks give no size or price, or disagree on them, is said so (the size
+    contradiction is refused by the fleet check)."""
+    shares: dict[tuple[str, str], list[tuple[str, BlockCost | None, str]]] = {}
+    for name, config in sorted(configs.items()):
+        reservation = config.reservation
+        if reservation is None or reservation.block is None:
+            continue
+        currency = config.pricing.currency if config.pricing is not None else ""
+        shares.setdefault((reservation.name, reservation.block), []).append((name, cost.block_cost(config), currency))
+    lines = []
+    for (reservation_name, block), found in sorted(shares.items()):
+        names = ", ".join(name for name, _, _ in found)
+        priced = [share for _, share, _ in found if share is not None]
+        currencies = {currency for _, _, currency in found}
+        if len(priced) != len(found) or len(currencies) != 1:
+            lines.append(f"block {reservation_name}/{block} ({names}): not priced as one (a size and one price each)")
+            continue
+        try:
+            total = priced[0]
+            for share in priced[1:]:
+                total = total + share
+        except ValueError:
+            lines.append(f"block {reservation_name}/{block} ({names}): their sizes or prices differ")
+            continue
+        lines.append(f"block {reservation_name}/{block} ({names}):")
+        lines += cost.block_lines(total, currencies.pop(), fleet=True)
+    return lines
+
+
 def report(root: Path = engine.ROOT, only: Sequence[str] = ()) -> tuple[list[str], bool]:
     """The fleet table and the cross-stack checks; True when something is wrong."""
     configs, problems = stacks.load_stacks(root)
@@ -102,6 +135,7 @@ def report(root: Path = engine.ROOT, only: Sequence[str] = ()) -> tuple[list[str
         raise SystemExit(f"error: no stack file for {', '.join(unknown)}; allowed: {', '.join(sorted(configs))}")
     chosen = {name: config for name, config in configs.items() if not only or name in only}
     lines = table([row(name, config) for name, config in sorted(chosen.items())])
+    lines += block_totals(chosen)
     conflicts = stacks.check(configs)
     lines += [f"INVALID {p.message}" for p in problems if not only or p.stacks[0] in only]
     lines += [f"CONFLICT {c}" for c in conflicts] or ["no conflicts between the stacks"]

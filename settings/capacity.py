@@ -20,6 +20,7 @@ class Workload:
     chips_per_slice: int
     vms_per_slice: int
     hbm_gib_per_slice: int
+    serves: bool = True  # a serving role's (the chips a token is charged with), not a slicing check's
 
     @property
     def chips(self) -> int:
@@ -112,6 +113,7 @@ def _workload(
     shape_text: str,
     slices: int,
     machine: str | None = None,
+    serves: bool = True,
 ) -> Workload:
     generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
     shape = topology.Topology.parse(shape_text)
@@ -124,6 +126,7 @@ def _workload(
         chips_per_slice=shape.chips,
         vms_per_slice=generation.vms(shape, machine),
         hbm_gib_per_slice=shape.chips * generation.hbm_gib_per_chip,
+        serves=serves,
     )
 
 
@@ -140,12 +143,19 @@ def workloads(config: StackConfig) -> list[Workload]:
                 priority="low",
                 shape_text=sub.topology,
                 slices=sub.replicas,
+                serves=False,
             )
         )
     if sup.enabled:
         found.append(
             _workload(
-                config, name="superslicing-check", kind="JobSet", priority="medium", shape_text=sup.topology, slices=1
+                config,
+                name="superslicing-check",
+                kind="JobSet",
+                priority="medium",
+                shape_text=sup.topology,
+                slices=1,
+                serves=False,
             )
         )
     backend = config.serving.backend

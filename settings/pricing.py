@@ -3,13 +3,16 @@
 Cloud TPU's public list prices are on the Cloud TPU pricing page (cloud.google.com/tpu/pricing),
 per chip-hour, by generation and by how the capacity is bought (on demand, reserved, committed);
 a negotiated price is the user's own. The plan multiplies the chips of the stack's node pools by
-the price of its generation for the way it buys them (a stack bound to a reservation pays the
-reserved price), domain/cost.py.
+the price of its generation for the way it buys them, domain/cost.py: `pricing.buying`, or by
+default the reserved price for a stack bound to a reservation and the on-demand price otherwise.
+A committed-use discount (one or three years) applies to either; a calendar-mode reservation
+(Dynamic Workload Scheduler's calendar mode, bought for fixed dates) and a reserved price need a
+reservation to bind.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -35,6 +38,21 @@ class GenerationPrice(StrictModel):
 
     reserved: Price | None = None
     on_demand: Price | None = None
+    committed_one_year: Price | None = None
+    committed_three_years: Price | None = None
+    calendar: Price | None = None
+
+
+# The ways to buy chips (pricing.buying) and the GenerationPrice field each reads.
+WAYS = {
+    "reserved": "reserved",
+    "onDemand": "on_demand",
+    "committedOneYear": "committed_one_year",
+    "committedThreeYears": "committed_three_years",
+    "calendar": "calendar",
+}
+Way = Literal["reserved", "onDemand", "committedOneYear", "committedThreeYears", "calendar"]
+NEEDS_RESERVATION = ("reserved", "calendar")
 
 
 def _currency(value: str) -> str:
@@ -47,34 +65,47 @@ class PricingConfig(StrictModel):
     currency: Annotated[str, AfterValidator(_currency)]
     chip_hour: Annotated[dict[str, GenerationPrice], AfterValidator(_generations)] = Field(min_length=1)
     source: str = Field(min_length=1, max_length=200)  # where the price comes from: a price list's date, a contract
+    # How the stack's chips are bought; by default reserved with a reservation, else onDemand.
+    buying: Way | None = None
 
 
 def buying(config: StackConfig) -> str:
-    """How the stack buys its chips: `reserved` when its pools bind a reservation, else `onDemand`."""
+    """How the stack buys its chips: `pricing.buying`, else `reserved` when its pools bind a
+    reservation and `onDemand` when they do not."""
+    if config.pricing is not None and config.pricing.buying is not None:
+        return config.pricing.buying
     return "reserved" if config.reservation is not None else "onDemand"
+
+
+def _generation(config: StackConfig) -> topology.Generation:
+    return config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
 
 
 def chip_hour(config: StackConfig) -> float | None:
     """The price per chip-hour of the stack's generation as it buys it, or None without pricing."""
     if config.pricing is None:
         return None
-    generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
-    price = config.pricing.chip_hour[generation.name]
-    return price.reserved if buying(config) == "reserved" else price.on_demand
+    price = config.pricing.chip_hour.get(_generation(config).name)
+    return None if price is None else getattr(price, WAYS[buying(config)])
 
 
 def check_pricing(config: StackConfig) -> None:
-    """pricing: a price for the generation the stack runs, bought the way it buys it."""
+    """pricing: a price for the generation the stack runs, bought the way it buys it; reserved and
+    calendar prices only where a reservation is bound."""
     if config.pricing is None:
         return
-    generation = config.tpu.generation if config.serving.dynamic_slicing else config.serving.slice.generation
-    way = buying(config)
-    price = config.pricing.chip_hour.get(generation.name)
-    if price is None or (price.reserved if way == "reserved" else price.on_demand) is None:
+    generation, way = _generation(config), buying(config)
+    if way in NEEDS_RESERVATION and config.reservation is None:
+        raise ValueError(
+            f"pricing.buying {way!r} needs a reservation, and the stack's pools bind none (reservation is not "
+            f"set); allowed: onDemand, committedOneYear or committedThreeYears, or a reservation to bind"
+        )
+    if chip_hour(config) is None:
         given = ", ".join(sorted(config.pricing.chip_hour)) or "none"
+        bought = "from its reservation" if config.reservation is not None else "without a reservation"
         raise ValueError(
             f"pricing.chipHour.{generation.name}.{way} is not set: the stack runs {generation.name} chips "
-            f"{'from its reservation' if way == 'reserved' else 'on demand'} (prices given for: {given}); "
+            f"{bought}, bought as {way} (prices given for: {given}); "
             f"allowed: a price per chip-hour, e.g. pricing.chipHour.{generation.name}.{way}: <price>"
         )
 
@@ -86,5 +117,20 @@ REFUSED = [
         {"pricing": {"currency": "USD", "chipHour": {"v5e": {"reserved": 1.2}}, "source": "list price 2026-12"}},
         "pricing.chipHour.tpu7x.reserved",
         "a price per chip-hour",
+    ),
+    RefusedClass(
+        "A calendar-mode or reserved price on a stack that binds no reservation",
+        check_pricing,
+        {
+            "reservation": None,
+            "pricing": {
+                "currency": "USD",
+                "chipHour": {"tpu7x": {"calendar": 2.4}},
+                "source": "calendar mode quote 2026-12",
+                "buying": "calendar",
+            },
+        },
+        "pricing.buying",
+        "onDemand, committedOneYear or committedThreeYears",
     ),
 ]

@@ -113,12 +113,18 @@ def test_nothing_produced_has_no_price() -> None:
     assert benchmark.cost_per_million_tokens(10.0, 0.0) is None
 
 
-def test_the_plan_prices_a_million_tokens_at_each_rate() -> None:
-    config = config_with({"pricing": PRICING})
-    chips = capacity.capacity(config).chips  # the stack's reserved chips, busy or idle
+def test_the_plan_prices_a_million_tokens_with_the_serving_chips_and_shows_the_rest_apart() -> None:
+    """dev: 2 cubes (128 chips); its serving roles hold 4 + 4 groups of 2x2x2 (64 chips) at the planned
+    load, so a token is charged with 64 chips; the subslicing check's 6 x 8 chips and the idle 16 are
+    the other 64, shown apart. Before, a token was charged with all 128: twice its cost."""
+    config = config_with({"pricing": PRICING, "checks": {"subslicing": {"enabled": True}}})
+    assert capacity.capacity(config).chips == 128
     lines = plan_benchmark.cost_lines(config, _result("a", _stage(1, 0.1, 400), _stage(4, 0.2, 1000)))
-    hourly = chips * 2.0
-    assert lines[1] == f"  at 1 req/s: 400.0 output tokens/s, USD {hourly / (400 * 3600) * 1e6:,.2f} per million"
-    assert lines[2].startswith("  at 4 req/s: 1000.0 output tokens/s")
+    hourly = 64 * 2.0
+    assert lines[1] == "  charged with the 64 chips the serving roles hold: USD 128.00 an hour"
+    assert lines[2] == f"  at 1 req/s: 400.0 output tokens/s, USD {hourly / (400 * 3600) * 1e6:,.2f} per million"
+    assert lines[3].startswith("  at 4 req/s: 1000.0 output tokens/s")
+    apart = "  apart: the stack's other 64 chips (slicing checks and idle) cost USD 128.00 an hour"
+    assert lines[4] == f"{apart}, not charged to tokens"
     unpriced = plan_benchmark.cost_lines(config_with(), _result("a", _stage(1, 0.1, 400)))
     assert "pricing is not set" in unpriced[1]

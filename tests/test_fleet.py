@@ -19,8 +19,13 @@ def test_every_committed_stack_has_its_row() -> None:
     lines, wrong = fleet.report()
     assert not wrong
     assert lines[0].split()[:2] == ["stack", "block"]
-    assert [line.split()[0] for line in lines[1:-1]] == sorted(stacks.stack_files())
-    assert lines[-1] == "no conflicts between the stacks"
+    names = sorted(stacks.stack_files())
+    assert [line.split()[0] for line in lines[1 : 1 + len(names)]] == names
+    # dev and dev-b share block-0, whose size both give; unpriced, it is said so.
+    assert lines[1 + len(names) :] == [
+        "block example-tpu7x-reservation/block-0 (dev, dev-b): not priced as one (a size and one price each)",
+        "no conflicts between the stacks",
+    ]
 
 
 @pytest.mark.parametrize("stack", sorted(stacks.stack_files()))
@@ -39,6 +44,23 @@ def test_a_priced_stack_shows_its_monthly_and_idle_cost() -> None:
     hours = 730  # domain/cost.py HOURS_PER_MONTH
     assert row.monthly == f"USD {row.reserved * 2.0 * hours:,.0f}"
     assert row.idle == f"USD {(row.reserved - row.held) * 2.0 * hours:,.0f}"
+
+
+def test_a_shared_block_is_priced_once_over_its_stacks() -> None:
+    """dev and dev-b hold 2 cubes each of block-0 (4 cubes of 64 chips). dev's serving roles hold 64
+    of its 128 chips; dev-b serves nothing and its checks hold all 128 of its own: the block's 256
+    chips are 64 serving, 128 in checks, 64 idle in dev's pools, none unclaimed."""
+    configs = {name: config_with({"pricing": PRICING}, stack=name) for name in ("dev", "dev-b")}
+    assert fleet.block_totals(configs) == [
+        "block example-tpu7x-reservation/block-0 (dev, dev-b):",
+        "  the block: 256 chips, USD 373,760 a month whatever uses them",
+        "       64 chips held by serving roles: USD 93,440",
+        "      128 chips held by slicing checks: USD 186,880",
+        "       64 chips in the stacks' pools, held by nothing: USD 93,440",
+        "        0 chips in no stack's pool: USD 0",
+    ]
+    alone = fleet.block_totals({"dev": configs["dev"]})
+    assert alone[-1] == "      128 chips in no stack's pool: USD 186,880"
 
 
 def test_two_stacks_claiming_one_sub_block_are_a_conflict_and_fail(tmp_path: Path) -> None:
