@@ -64,9 +64,7 @@ class Result:
         return [s for s in self.stages if s.rate == rate]
 
     def median(self, rate: float, figure: str) -> float:
-        values = sorted(s.figures[figure] for s in self.at(rate))
-        middle = len(values) // 2
-        return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+        return _median([s.figures[figure] for s in self.at(rate)])
 
     def spread(self, rate: float, figure: str) -> tuple[float, float]:
         """The least and greatest value of `figure` over the rate's repetitions."""
@@ -89,6 +87,12 @@ class Result:
         ]
         body = {"format": FORMAT, "run": self.run, "loadGenerator": self.load_generator, "stages": stages}
         return json.dumps(body, indent=2) + "\n"
+
+
+def _median(found: Iterable[float]) -> float:
+    values = sorted(found)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _number(value: Any, where: str) -> float:
@@ -192,6 +196,8 @@ class Gate:
     ttft_p90_seconds: float | None = None
     tpot_p90_seconds: float | None = None
     min_output_tokens_per_second: float | None = None
+    max_failure_ratio: float | None = None
+    min_achieved_rate_ratio: float | None = None
 
     def misses(self, result: Result) -> list[str]:
         """Each missed figure, as `<figure> at <rate> req/s: <value> (gate: ...)`; the median of the rate's
@@ -202,6 +208,19 @@ class Gate:
             if any(s.successes == 0 for s in stages):
                 found.append(f"at {rate:g} req/s a stage had no successful request")
                 continue
+            sent = sum(s.successes + s.failures for s in stages)
+            failed = sum(s.failures for s in stages)
+            if self.max_failure_ratio is not None and failed / sent > self.max_failure_ratio:
+                found.append(
+                    f"failures at {rate:g} req/s: {failed} of {sent} requests ({failed / sent:.2%}) is above the "
+                    f"gate's {self.max_failure_ratio:.2%}"
+                )
+            achieved = _median([s.achieved_rate for s in stages]) / rate
+            if self.min_achieved_rate_ratio is not None and achieved < self.min_achieved_rate_ratio:
+                found.append(
+                    f"achieved rate at {rate:g} req/s: {achieved:.2%} of the rate asked is below the gate's "
+                    f"{self.min_achieved_rate_ratio:.2%}"
+                )
             for figure, limit, worse in (
                 ("ttft.p90", self.ttft_p90_seconds, "above"),
                 ("tpot.p90", self.tpot_p90_seconds, "above"),

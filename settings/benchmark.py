@@ -10,6 +10,7 @@ missed figure fails the Job and so the `pulumi up` that waits for it.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator, Field, model_validator
@@ -29,9 +30,11 @@ Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 # not a check of a change (and `pulumi up` waits for it).
 MAX_LOAD_SECONDS = 4 * 3600
 # inference-perf's default tokenizer load deadline (config/utils CustomTokenizerConfig.load_timeout)
-# and a minute per stage for its in-flight requests to drain: what the Job's deadline adds to the load.
+# and its pause between stages (config/loadgen/config.py LoadConfig.interval, 1.0 s): with each
+# stage's in-flight requests cut at requestTimeoutSeconds (LoadConfig.request_timeout), what the
+# Job's deadline adds to the load.
 TOKENIZER_LOAD_SECONDS = 300
-DRAIN_SECONDS_PER_STAGE = 60
+STAGE_INTERVAL_SECONDS = 1
 
 
 class BenchmarkGate(StrictModel):
@@ -40,17 +43,18 @@ class BenchmarkGate(StrictModel):
     ttft_p90_seconds: Seconds | None = None
     tpot_p90_seconds: Seconds | None = None
     min_output_tokens_per_second: Annotated[float, Field(gt=0, le=10_000_000, allow_inf_nan=False)] | None = None
+    # Failed requests over all sent, at each rate (every repetition's counts together).
+    max_failure_ratio: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | None = None
+    # The rate inference-perf achieved over the rate asked, at each rate (the median of the
+    # repetitions): a server that falls behind sends fewer requests than the sweep says.
+    min_achieved_rate_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> BenchmarkGate:
-        if (
-            self.ttft_p90_seconds is None
-            and self.tpot_p90_seconds is None
-            and self.min_output_tokens_per_second is None
-        ):
+        if all(getattr(self, name) is None for name in type(self).model_fields):
             raise ValueError(
                 "a gate with no threshold gates nothing; allowed: at least one of ttftP90Seconds, tpotP90Seconds, "
-                "minOutputTokensPerSecond"
+                "minOutputTokensPerSecond, maxFailureRatio, minAchievedRateRatio"
             )
         return self
 
@@ -72,6 +76,12 @@ class BenchmarkConfig(StrictModel):
     repetitions: int = Field(3, ge=1, le=5)
     input_tokens: int = Field(1024, ge=1, le=1_048_576)
     output_tokens: int = Field(256, ge=1, le=1_048_576)
+    # inference-perf's own limits, stated rather than left to its defaults: a request still running
+    # after this is cut and counted failed (LoadConfig.request_timeout, unset upstream: no limit, so a
+    # hung request would hold the Job to its deadline); and its worker processes (LoadConfig.num_workers,
+    # upstream the machine's CPU count, the node's and not the pod's), each the pod's CPU request.
+    request_timeout_seconds: int = Field(60, ge=1, le=3600)
+    num_workers: int = Field(2, ge=1, le=16)
     gate: BenchmarkGate | None = None
 
     @property
@@ -80,8 +90,14 @@ class BenchmarkConfig(StrictModel):
 
     @property
     def deadline_seconds(self) -> int:
-        stages = len(self.rates) * self.repetitions
-        return self.load_seconds + TOKENIZER_LOAD_SECONDS + DRAIN_SECONDS_PER_STAGE * stages
+        """The load, the tokenizer's load deadline, and per stage the pause before it and the longest
+        an in-flight request may run after it ends."""
+        stages = len(stage_rates(self.rates, self.repetitions))
+        return (
+            self.load_seconds
+            + TOKENIZER_LOAD_SECONDS
+            + (STAGE_INTERVAL_SECONDS + self.request_timeout_seconds) * stages
+        )
 
 
 def check_benchmark(config: StackConfig) -> None:
@@ -113,6 +129,14 @@ def check_benchmark(config: StackConfig) -> None:
             f"are {tokens}, more than serving.vllm.maxModelLen {config.serving.vllm.max_model_len}: vLLM refuses "
             f"every such request; allowed: inputTokens + outputTokens at most {config.serving.vllm.max_model_len}"
         )
+    slowest = bench.rates[0]
+    if slowest * bench.stage_seconds < 1:
+        problems.append(
+            f"serving.benchmark.rates: {slowest:g} req/s for {bench.stage_seconds} s is "
+            f"{slowest * bench.stage_seconds:g} requests a stage, so the stage may send none and measures "
+            f"nothing; allowed: rates x stageSeconds at least 1 (e.g. stageSeconds {math.ceil(1 / slowest)})"
+        )
+    problems += _impossible_gate(bench)
     if bench.load_seconds > MAX_LOAD_SECONDS:
         problems.append(
             f"serving.benchmark.stageSeconds: {len(bench.rates)} rates x {bench.repetitions} repetitions x "
@@ -121,6 +145,34 @@ def check_benchmark(config: StackConfig) -> None:
         )
     if problems:
         raise ProblemsError(problems)
+
+
+def _impossible_gate(bench: BenchmarkConfig) -> list[str]:
+    """Gates no run can pass for the configured lengths, rates and timeout."""
+    gate, found = bench.gate, list[str]()
+    if gate is None:
+        return found
+    slowest = bench.rates[0]
+    # Every answer is outputTokens long (ignore_eos), so a stage makes at most rate x outputTokens
+    # tokens a second, and the gate holds every rate to its floor.
+    most = slowest * bench.output_tokens
+    if gate.min_output_tokens_per_second is not None and gate.min_output_tokens_per_second > most:
+        found.append(
+            f"serving.benchmark.gate.minOutputTokensPerSecond: {gate.min_output_tokens_per_second:g} tokens/s at "
+            f"every rate, and the slowest rate, {slowest:g} req/s of {bench.output_tokens} tokens, makes at most "
+            f"{most:g}; allowed: at most {most:g}, or a higher first rate"
+        )
+    if gate.ttft_p90_seconds is not None and gate.tpot_p90_seconds is not None:
+        # A request at the gate's p90 latencies: first token, then the rest at the time per token.
+        longest = gate.ttft_p90_seconds + gate.tpot_p90_seconds * (bench.output_tokens - 1)
+        if longest > bench.request_timeout_seconds:
+            found.append(
+                f"serving.benchmark.requestTimeoutSeconds: {bench.request_timeout_seconds} s, and a request within "
+                f"the gate (first token in {gate.ttft_p90_seconds:g} s, {bench.output_tokens - 1} more at "
+                f"{gate.tpot_p90_seconds:g} s) takes {longest:g} s: cut as failed while it passes the gate; allowed: "
+                f"requestTimeoutSeconds at least {math.ceil(longest)}"
+            )
+    return found
 
 
 def _benchmark(**fields: object) -> dict[str, object]:
@@ -155,6 +207,27 @@ REFUSED = [
         _benchmark(rates=[4, 1]),
         "serving.benchmark.rates",
         "rates in increasing order",
+    ),
+    RefusedClass(
+        "A benchmark stage too short for one request",
+        check_benchmark,
+        _benchmark(rates=[0.05, 1], stageSeconds=10),
+        "serving.benchmark.rates",
+        "rates x stageSeconds at least 1",
+    ),
+    RefusedClass(
+        "A benchmark gate on more tokens than the rates can make",
+        check_benchmark,
+        _benchmark(rates=[1, 4], outputTokens=128, gate={"minOutputTokensPerSecond": 500}),
+        "serving.benchmark.gate.minOutputTokensPerSecond",
+        "or a higher first rate",
+    ),
+    RefusedClass(
+        "A benchmark request timeout shorter than a request the gate passes",
+        check_benchmark,
+        _benchmark(outputTokens=1024, requestTimeoutSeconds=30, gate={"ttftP90Seconds": 2, "tpotP90Seconds": 0.05}),
+        "serving.benchmark.requestTimeoutSeconds",
+        "requestTimeoutSeconds at least",
     ),
     RefusedClass(
         "A benchmark gate with no threshold",

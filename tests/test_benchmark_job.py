@@ -37,8 +37,9 @@ def test_the_job_runs_after_the_smoke_test_and_is_bounded(run_dev: DevRunner) ->
     job = _job(plan)
     (smoke,) = [r for r in plan.of_type(JOB) if r.get("metadata.name") == "serving-smoke-test"]
     assert plan.depends_on(job, smoke)
-    # 2 rates x 2 repetitions x 60 s, the tokenizer's load deadline, a minute's drain per stage.
-    assert job.get("spec.activeDeadlineSeconds") == 4 * 60 + 300 + 4 * 60
+    # 2 rates x 2 repetitions x 60 s, the tokenizer's load deadline, and per stage inference-perf's
+    # 1 s pause and the 60 s an in-flight request may still run (requestTimeoutSeconds).
+    assert job.get("spec.activeDeadlineSeconds") == 4 * 60 + 300 + 4 * (1 + 60)
     assert job.get("spec.backoffLimit") == 0
     pod = job.get("spec.template.spec")
     assert pod["serviceAccountName"] == "dev-serving-benchmark"  # the stack's own identity
@@ -58,6 +59,10 @@ def test_the_load_generator_is_configured_from_the_settings(run_dev: DevRunner) 
     assert config["data"]["input_distribution"]["mean"] == 512
     assert config["data"]["output_distribution"]["mean"] == 128
     assert config["api"] == {"type": "completion", "streaming": True}
+    # Stated, not inference-perf's defaults (no request limit; the node's CPU count of workers), and the
+    # pod asks a CPU for each worker.
+    assert (config["load"]["request_timeout"], config["load"]["num_workers"]) == (60, 2)
+    assert _job(plan).get("spec.template.spec")["containers"][0]["resources"]["requests"]["cpu"] == "2"
     assert config["server"]["model_name"] == config_with().serving.model.name
     assert set(config_map.get("data")) == {"inference-perf.json", "benchmark_run.py", "benchmark.py"}
 

@@ -89,6 +89,25 @@ def test_the_gate_holds_each_rates_median_and_names_the_figure() -> None:
     assert gate.misses(failed) == ["at 1 req/s a stage had no successful request"]
 
 
+def test_the_gate_judges_failed_requests_and_the_rate_achieved() -> None:
+    """Latency alone passed a run whose server failed a request in five and fell behind the sweep:
+    inference-perf reports both (failures.count, load_summary.achieved_rate) and the gate now holds
+    them, at each rate (failures over every repetition's requests, the achieved rate's median)."""
+    healthy = benchmark.Stage(4, 4.0, 100, 0, {"ttft.p90": 0.2})
+    failing = benchmark.Stage(4, 4.0, 80, 20, {"ttft.p90": 0.2})
+    behind = benchmark.Stage(4, 2.6, 100, 0, {"ttft.p90": 0.2})
+    latency_only = benchmark.Gate(ttft_p90_seconds=0.5)
+    assert latency_only.misses(_result("a", failing, behind, behind)) == []
+    gate = benchmark.Gate(ttft_p90_seconds=0.5, max_failure_ratio=0.05, min_achieved_rate_ratio=0.9)
+    assert gate.misses(_result("a", healthy, healthy, healthy)) == []
+    assert gate.misses(_result("a", failing, healthy, healthy)) == [
+        "failures at 4 req/s: 20 of 300 requests (6.67%) is above the gate's 5.00%"
+    ]
+    assert gate.misses(_result("a", behind, behind, healthy)) == [
+        "achieved rate at 4 req/s: 65.00% of the rate asked is below the gate's 90.00%"
+    ]
+
+
 def test_overlapping_repetitions_are_within_the_spread() -> None:
     before = _result("a", _stage(1, 0.10, 50), _stage(1, 0.20, 50))
     after = _result("b", _stage(1, 0.15, 50), _stage(1, 0.25, 50))

@@ -64,6 +64,8 @@ def load_generator_config(bench: BenchmarkConfig, served_model: str) -> dict[str
         "data": {"type": "random", **lengths},
         "load": {
             "type": "constant",
+            "request_timeout": bench.request_timeout_seconds,
+            "num_workers": bench.num_workers,
             "stages": [
                 {"rate": rate, "duration": bench.stage_seconds} for rate in stage_rates(bench.rates, bench.repetitions)
             ],
@@ -176,7 +178,7 @@ class BenchmarkJob(pulumi.ComponentResource):
                                 termination_message_policy="FallbackToLogsOnError",
                                 env=[core.EnvVarArgs(name=k, value=v) for k, v in environment.items()],
                                 resources=core.ResourceRequirementsArgs(
-                                    requests={"cpu": "2", "memory": "4Gi"}, limits={"memory": "8Gi"}
+                                    requests={"cpu": str(bench.num_workers), "memory": "4Gi"}, limits={"memory": "8Gi"}
                                 ),
                                 security_context=core.SecurityContextArgs(
                                     allow_privilege_escalation=False,
