@@ -9,7 +9,7 @@ container's environment is passed as the kubelet passes it, with the mount paths
 those folders and the gateway's URL at the stand-in. The tokenizer folder holds a word tokenizer made
 by the load generator's own tokenizers library, as the model's snapshot holds the model's.
 
-Cost: about 80 s on one worker (three runs of one or two 10-second stages, plus inference-perf's start).
+Cost: about 110 s on one worker (four runs of one or two 10-second stages, plus inference-perf's start).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,3 +126,32 @@ def test_a_gate_missed_fails_the_job_after_uploading(tmp_path: Path, run_dev: De
     assert run.exit_code == 1, run.output[-3000:]
     assert "benchmark gate missed: ttft.p90 at 4 req/s" in run.output
     assert any(n.endswith("/result.json") for n in run.objects)
+
+
+def test_a_server_that_never_answers_is_cut_at_the_request_timeout_and_the_result_still_uploads(
+    tmp_path: Path,
+) -> None:
+    """The Job's deadline counts, per stage, requestTimeoutSeconds for the requests in flight when the
+    stage ends. Against a server that never answers, inference-perf cuts each request at that timeout
+    (counted failed), so the run ends, uploads what it measured and fails, well inside the deadline;
+    without the timeout (inference-perf's default: none) it waited on the open requests until the
+    Job's deadline killed it, with nothing uploaded."""
+    raw, secrets = dev_raw()
+    settings = {
+        **BENCHMARK,
+        "repetitions": 1,
+        "outputTokens": OUTPUT_TOKENS,
+        "runId": "hung",
+        "requestTimeoutSeconds": 3,
+    }
+    plan = engine.run(merged({"serving": {"benchmark": settings}}, raw), stack="dev", secret_keys=secrets)
+    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.get("metadata.name") == "serving-benchmark"]
+    deadline = job.get("spec.activeDeadlineSeconds")
+    started = time.monotonic()
+    run = run_job(plan, tmp_path, vllm_openai.Speed(first_token_seconds=3600, token_seconds=1))
+    elapsed = time.monotonic() - started
+    assert run.exit_code == 1, run.output[-3000:]
+    assert "a stage had no successful request" in run.output
+    (stage,) = run.result().stages
+    assert stage.successes == 0 and stage.failures > 0
+    assert elapsed < deadline, f"the run took {elapsed:.0f} s of its {deadline} s deadline"
