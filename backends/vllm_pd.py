@@ -93,6 +93,8 @@ def _autoscaler(scaling: AutoscalingConfig | None) -> AutoscalerPlan | None:
         target=scaling.target,
         scale_up_stabilization_seconds=scaling.scale_up_stabilization_seconds,
         scale_down_stabilization_seconds=scaling.scale_down_stabilization_seconds,
+        scale_up_tolerance=scaling.scale_up_tolerance,
+        scale_down_tolerance=scaling.scale_down_tolerance,
     )
 
 

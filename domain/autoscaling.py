@@ -14,6 +14,7 @@ its rate per second (the adapter aligns a cumulative metric with ALIGN_RATE).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -108,8 +109,11 @@ NOT_THE_ROLES_WORK = {
 # tolerance (kube-controller-manager's --horizontal-pod-autoscaler-tolerance, 0.1 by default:
 # kubernetes v1.36.3 cmd/kube-controller-manager/app/options/hpacontroller.go and
 # pkg/controller/podautoscaler/config/v1alpha1/defaults.go; GKE's managed control plane does not
-# let a user change it). A metric that can never exceed `ceiling` therefore needs a
-# target below ceiling / 1.1 to ever add a group.
+# let a user change it), or by the HPA's own `behavior.scaleUp.tolerance` where set (the
+# HPAConfigurableTolerance gate, beta and on by default from Kubernetes 1.35: v1.36.3
+# pkg/features/kube_features.go; dynamic slicing needs GKE 1.35.2 or later, so every cluster the
+# role autoscales on has it). A metric that can never exceed `ceiling` therefore needs a
+# target below ceiling / (1 + tolerance) to ever add a group.
 HPA_TOLERANCE = 0.1
 
 
@@ -120,15 +124,17 @@ def ceiling(metric: ScalingMetric, max_num_seqs: int) -> float | None:
     return metric.high
 
 
-def highest_target(metric: ScalingMetric, max_num_seqs: int) -> float | None:
-    """The largest target, in thousandths, whose metric can still pass it by the HPA's tolerance."""
+def highest_target(metric: ScalingMetric, max_num_seqs: int, tolerance: float = HPA_TOLERANCE) -> float | None:
+    """The largest target, in thousandths, whose metric can still pass it by the scale-up tolerance."""
     top = ceiling(metric, max_num_seqs)
     if top is None:
         return None
-    return int(top / (1 + HPA_TOLERANCE) * 1000) / 1000
+    return int(top / (1 + tolerance) * 1000) / 1000
 
 
-def check_target(metric: ScalingMetric, target: float, max_num_seqs: int) -> str | None:
+def check_target(
+    metric: ScalingMetric, target: float, max_num_seqs: int, tolerance: float = HPA_TOLERANCE
+) -> str | None:
     """Why `target` can never be met or is not a value of `metric`, or None when it is in range."""
     if abs(round(target * 1000) - target * 1000) > 1e-6:
         # The HPA's averageValue is a Kubernetes quantity, written in thousandths (contracts/quantities.py).
@@ -137,8 +143,8 @@ def check_target(metric: ScalingMetric, target: float, max_num_seqs: int) -> str
         return f"{metric.name} is a fraction of the KV cache, from 0 to 1 (for {target:g}%, write {target / 100:g})"
     below = target < metric.low if metric.low_inclusive else target <= metric.low
     if below:
-        return f"{metric.name} targets {allowed_range(metric, max_num_seqs)} {metric.unit}"
-    top, highest = ceiling(metric, max_num_seqs), highest_target(metric, max_num_seqs)
+        return f"{metric.name} targets {allowed_range(metric, max_num_seqs, tolerance)} {metric.unit}"
+    top, highest = ceiling(metric, max_num_seqs), highest_target(metric, max_num_seqs, tolerance)
     if top is not None and highest is not None and target > highest:
         bound = (
             f"a vLLM engine runs at most serving.vllm.maxNumSeqs {max_num_seqs} requests at once"
@@ -147,14 +153,14 @@ def check_target(metric: ScalingMetric, target: float, max_num_seqs: int) -> str
         )
         return (
             f"{bound}, and the HPA adds a group only when the average passes the target by more than its "
-            f"tolerance ({HPA_TOLERANCE:g}), so the role would never scale out"
+            f"scale-up tolerance ({tolerance:g}), so the role would never scale out"
         )
     return None
 
 
-def allowed_range(metric: ScalingMetric, max_num_seqs: int) -> str:
+def allowed_range(metric: ScalingMetric, max_num_seqs: int, tolerance: float = HPA_TOLERANCE) -> str:
     """The targets `check_target` allows, as a message says them."""
-    high = highest_target(metric, max_num_seqs)
+    high = highest_target(metric, max_num_seqs, tolerance)
     low = f"{metric.low:g}" if metric.low_inclusive else f"above {metric.low:g}"
     if high is None:
         return f"at least {low}" if metric.low_inclusive else low
@@ -186,3 +192,69 @@ class ScaleOut:
 
 
 SCALE_OUT = ScaleOut()
+
+
+# The HPA's default scale-up policy (kubernetes v1.36.3 pkg/apis/autoscaling/v2/defaults.go): every
+# 15 s (the controller's sync) at most 4 pods more or 100% more, whichever adds more.
+HPA_SYNC_SECONDS = 15
+SCALE_UP_PODS, SCALE_UP_PERCENT = 4, 100
+
+
+def desired_groups(
+    current: int,
+    serving: int,
+    value: float,
+    target: float,
+    *,
+    pending: int = 0,
+    tolerance: float = HPA_TOLERANCE,
+    down_tolerance: float = HPA_TOLERANCE,
+) -> int:
+    """The group count the HPA asks for on a `Pods` metric (kubernetes v1.36.3 pkg/controller/
+    podautoscaler/replica_calculator.go calcPlainMetricReplicas, groupPods): `serving` of the
+    `current` groups' leaders report `value` each; `pending` groups wait in Kueue (their leaders are
+    Pending pods: unready, ignored, and on a scale-up counted at zero) and the rest load their model
+    (Running without a series in Monitoring: missing, counted at zero on a scale-up and at the target
+    on a scale-down). Values are the API's thousandths, the average an integer division, as there."""
+    if not 0 < serving <= current - pending:
+        raise ValueError(f"{serving} serving of {current} groups with {pending} pending: the HPA has no metric")
+    loading = current - pending - serving
+    target_milli = round(target * 1000)
+    metrics = [round(value * 1000)] * serving
+
+    def ratio(found: list[int]) -> float:
+        return (sum(found) // len(found)) / target_milli
+
+    def within(usage: float) -> bool:
+        return 1 - down_tolerance <= usage <= 1 + tolerance
+
+    first = ratio(metrics)
+    up_with_unready = pending > 0 and first > 1
+    if not up_with_unready and loading == 0:
+        return current if within(first) else math.ceil(first * serving)
+    if loading and first != 1:
+        metrics += [target_milli if first < 1 else 0] * loading
+    if up_with_unready:
+        metrics += [0] * pending
+    again = ratio(metrics)
+    if within(again) or (first < 1 < again) or (first > 1 > again):
+        return current
+    wanted = math.ceil(again * len(metrics))
+    if (again < 1 and wanted > current) or (again > 1 and wanted < current):
+        return current
+    return wanted
+
+
+def reaction(serving: int, value: float, target: float, most: int, *, tolerance: float = HPA_TOLERANCE) -> list[int]:
+    """The role's group count at each of the HPA's syncs while a sustained `value` holds at the
+    `serving` groups and the groups it adds do not serve yet (pending in Kueue or loading: about
+    SCALE_OUT.seconds, far longer than the syncs), under the default scale-up policy, up to `most`."""
+    sizes = [serving]
+    while True:
+        current = sizes[-1]
+        limit = max(current + SCALE_UP_PODS, current * (100 + SCALE_UP_PERCENT) // 100)
+        wanted = desired_groups(current, serving, value, target, tolerance=tolerance)
+        following = max(min(wanted, limit, most), current)
+        if following == current:
+            return sizes
+        sizes.append(following)

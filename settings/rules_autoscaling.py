@@ -50,6 +50,14 @@ def _refuse(said: str, instead: str) -> str:
     raise ValueError(f"{said}; allowed: {instead!r} (or another of {', '.join(autoscaling.METRICS)})")
 
 
+def thousandths(value: float) -> float:
+    """autoscaling.scaleUpTolerance / scaleDownTolerance: written as a Kubernetes quantity in
+    thousandths (contracts/quantities.py), as the target is."""
+    if abs(round(value * 1000) - value * 1000) > 1e-6:
+        raise ValueError(f"{value!r} is finer than thousandths; allowed: 0 to 0.999 in thousandths, e.g. 0.05")
+    return value
+
+
 def scale_down_window(value: int) -> int:
     """autoscaling.scaleDownStabilizationSeconds: at least a new group's way to its first answer."""
     needed = autoscaling.SCALE_OUT.seconds
@@ -125,11 +133,12 @@ def check_autoscaling(config: StackConfig) -> None:
             raise ValueError(
                 f"{key}.metric {cfg.metric} does not measure a {role} group's work ({why}); allowed: {fits}"
             )
-        problem = autoscaling.check_target(metric, cfg.target, serving.vllm.max_num_seqs)
+        tolerance = autoscaling.HPA_TOLERANCE if cfg.scale_up_tolerance is None else cfg.scale_up_tolerance
+        problem = autoscaling.check_target(metric, cfg.target, serving.vllm.max_num_seqs, tolerance)
         if problem:
             raise ValueError(
                 f"{key}.target {cfg.target:g} is out of range: {problem}; allowed: "
-                f"{autoscaling.allowed_range(metric, serving.vllm.max_num_seqs)}"
+                f"{autoscaling.allowed_range(metric, serving.vllm.max_num_seqs, tolerance)}"
             )
         most = largest_max(config, role)
         if cfg.max > most:
@@ -210,6 +219,13 @@ REFUSED = [
         _autoscaled("decode", max=20),
         "serving.decode.autoscaling.max",
         "at most",
+    ),
+    RefusedClass(
+        "An autoscaler tolerance finer than its quantity is written",
+        thousandths,
+        _autoscaled("decode", scaleUpTolerance=0.0125),
+        "serving.decode.autoscaling.scaleUpTolerance",
+        "in thousandths",
     ),
     RefusedClass(
         "An autoscaler that may remove a group before it serves",

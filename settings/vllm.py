@@ -17,6 +17,8 @@ from settings import rules_autoscaling, rules_waits
 from settings.base import Shape, StrictModel
 from settings.serving_model import ModelConfig
 
+Tolerance = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False), AfterValidator(rules_autoscaling.thousandths)]
+
 
 class AutoscalingConfig(StrictModel):
     """A HorizontalPodAutoscaler for the role: `min` to `max` groups on one vLLM metric's average per
@@ -32,6 +34,10 @@ class AutoscalingConfig(StrictModel):
         Field(ge=0, le=autoscaling.MAX_STABILIZATION_SECONDS),
         AfterValidator(rules_autoscaling.scale_down_window),
     ] = autoscaling.MAX_STABILIZATION_SECONDS
+    # The HPA's own tolerances (behavior.scaleUp/scaleDown.tolerance; unset: the controller's 0.1,
+    # domain/autoscaling.py HPA_TOLERANCE), in thousandths as the target is written.
+    scale_up_tolerance: Tolerance | None = None
+    scale_down_tolerance: Tolerance | None = None
 
     @field_validator("metric")
     @classmethod

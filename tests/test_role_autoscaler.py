@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plan.engine import PlanResult
-from tests.conftest import DevRunner
+from tests.conftest import DevRunner, refusal
 
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
@@ -133,3 +133,18 @@ def test_a_shared_cluster_gets_no_adapter(run_dev: DevRunner) -> None:
     """With controllers.install false the platform team serves custom.metrics.k8s.io (docs/deploy.md)."""
     plan = run_dev({"controllers": {"install": False}, "serving": {"decode": {"autoscaling": DECODE}}})
     assert plan.of_type(APISERVICE) == [] and len(plan.of_type(HPA)) == 1
+
+
+def test_the_hpas_own_tolerances_are_written_and_widen_the_targets_it_allows(run_dev: DevRunner) -> None:
+    """autoscaling.scaleUpTolerance / scaleDownTolerance become the HPA's behavior tolerances
+    (HPAConfigurableTolerance, beta and on from Kubernetes 1.35); a KV-cache target of 0.95, which
+    the controller's 0.1 never passes (1 / 1.1 = 0.909), is allowed with a tolerance of 0.05."""
+    scaled = {"min": 2, "max": 4, "metric": "vllm:kv_cache_usage_perc", "target": 0.95}
+    plan = run_dev(
+        {"serving": {"decode": {"autoscaling": {**scaled, "scaleUpTolerance": 0.05, "scaleDownTolerance": 0.2}}}}
+    )
+    assert plan.one(HPA, "decode-autoscaler").get("spec.behavior") == {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "tolerance": "50m"},
+        "scaleDown": {"stabilizationWindowSeconds": 3600, "tolerance": "200m"},
+    }
+    assert "at most 0.909" in refusal({"serving": {"decode": {"autoscaling": scaled}}})

@@ -36,6 +36,8 @@ class AutoscalerPlan:
     target: float  # per group
     scale_up_stabilization_seconds: int
     scale_down_stabilization_seconds: int
+    scale_up_tolerance: float | None = None  # None: kube-controller-manager's (0.1)
+    scale_down_tolerance: float | None = None
 
 
 def hpa_body(
@@ -66,8 +68,17 @@ def hpa_body(
                 }
             ],
             "behavior": {
-                "scaleUp": {"stabilizationWindowSeconds": plan.scale_up_stabilization_seconds},
-                "scaleDown": {"stabilizationWindowSeconds": plan.scale_down_stabilization_seconds},
+                "scaleUp": _rules(plan.scale_up_stabilization_seconds, plan.scale_up_tolerance),
+                "scaleDown": _rules(plan.scale_down_stabilization_seconds, plan.scale_down_tolerance),
             },
         },
     }
+
+
+def _rules(window: int, tolerance: float | None) -> dict[str, Any]:
+    """One direction's HPAScalingRules: its window, and its tolerance when the stack sets one
+    (`tolerance`, a quantity: kubernetes v1.36.3 pkg/apis/autoscaling/types.go HPAScalingRules)."""
+    rules: dict[str, Any] = {"stabilizationWindowSeconds": window}
+    if tolerance is not None:
+        rules["tolerance"] = quantities.decimal(tolerance)
+    return rules
