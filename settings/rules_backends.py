@@ -78,6 +78,13 @@ def check_backend_platform(config: StackConfig) -> None:
         )
     if config.reservation is not None and config.reservation.sub_blocks:
         raise ValueError("reservation.subBlocks apply to TPU7x cubes only")
+    if config.reservation is not None and config.reservation.block_cubes is not None:
+        # Read only with cubes: tpu.cubes against the block (rules_capacity.py), the fleet's block
+        # checks (rules_fleet.py) and the block's bill (plan/cost.py).
+        raise ValueError(
+            f"reservation.blockCubes counts TPU7x cubes and does nothing with serving.backend {backend!r} (its "
+            "slices are node pools of serving.slice), so it would be ignored without a word; remove it"
+        )
     if config.reservation is not None and config.reservation.block is not None:
         raise ValueError(
             f"reservation.block {config.reservation.block!r} applies to TPU7x cubes only: a "
@@ -297,6 +304,14 @@ REFUSED: tuple[RefusedClass, ...] = (
         check_backend_platform,
         {"reservation": {"name": "v5e-reservation", "block": "block-0"}},
         "reservation.block",
+        "remove it",
+        stack="saxml-v5e",
+    ),
+    RefusedClass(
+        "a block's cube count on a slice backend",
+        check_backend_platform,
+        {"reservation": {"name": "v5e-reservation", "blockCubes": 4}},
+        "reservation.blockCubes",
         "remove it",
         stack="saxml-v5e",
     ),

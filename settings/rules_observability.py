@@ -35,6 +35,16 @@ def check_alerts(config: StackConfig) -> None:
     observability = config.observability
     if not observability.alerts.enabled:
         return
+    if config.serving.backend.value == "saxml":
+        # observability/alerts.py alert_specs: Saxml's servers document no Prometheus endpoint
+        # (domain/metric_catalog.py NOT_SCRAPED) and its slices are not dynamic slicing, so no policy
+        # is made: alerts on would create nothing and tell no one.
+        raise ValueError(
+            "observability.alerts.enabled makes no alert policy with serving.backend 'saxml': Saxml's servers "
+            "export no Prometheus metrics and its slices have no partition health to watch, so it would be "
+            "ignored without a word; allowed: alerts.enabled false (the TPU system metrics on the dashboard "
+            "still cover its slices)"
+        )
     if not observability.alerts.notification_channels:
         raise ValueError(
             "observability.alerts.notificationChannels is empty: the alert policies would open incidents no "
@@ -50,6 +60,21 @@ def check_alerts(config: StackConfig) -> None:
 
 
 REFUSED: tuple[RefusedClass, ...] = (
+    RefusedClass(
+        "alerts on a backend that exports nothing they could watch",
+        check_alerts,
+        {
+            "observability": {
+                "alerts": {
+                    "enabled": True,
+                    "notificationChannels": ["projects/example-tpu-project/notificationChannels/1"],
+                }
+            }
+        },
+        "observability.alerts.enabled",
+        "alerts.enabled false",
+        stack="saxml-v5e",
+    ),
     RefusedClass(
         "alerts that tell no one",
         check_alerts,

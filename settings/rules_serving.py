@@ -169,7 +169,23 @@ def check_model_storage(config: StackConfig) -> None:
                 f"serving.saxml.checkpoint {checkpoint!r} is inside {prefix}, a prefix the model servers may "
                 f"write and delete in (workloads/bucket_access.py); allowed: a checkpoint outside {writable}"
             )
+    if backend is Backend.JETSTREAM and not model.path.strip("/ "):
+        # workloads/jetstream.py checkpoint_uri: MaxEngine's load_parameters_path is
+        # gs://<weightsBucket>/<path>, the unscanned checkpoint's items folder; the bucket's root is none.
+        problems.append(
+            f"serving.model.path {model.path!r} is blank: JetStream loads the MaxText checkpoint's items from "
+            "gs://<weightsBucket>/<path> (MaxEngine's load_parameters_path), not the bucket's root; allowed: the "
+            "unscanned checkpoint's items folder, e.g. final/unscanned/gemma_7b-it/0/checkpoints/0/items"
+        )
     tokenizer = serving.jetstream.tokenizer_path
+    if backend is Backend.JETSTREAM and tokenizer != tokenizer.strip():
+        # A path is read as written (seqio's SentencePieceVocabulary opens it with tf.io.gfile): a
+        # blank one or one edged with spaces names no file in the image or the bucket.
+        problems.append(
+            f"serving.jetstream.tokenizerPath {tokenizer!r} is blank or edged with spaces, which the tokenizer's "
+            "loader reads as part of the file name; allowed: a path in the image (e.g. assets/tokenizer.llama2) "
+            "or gs://<weightsBucket>/<path>, without spaces around it"
+        )
     if backend is Backend.JETSTREAM and tokenizer.startswith("gs://"):
         # MaxEngine hands tokenizer_path to JetStream's SentencePieceTokenizer (MaxText maxengine.py
         # get_tokenizer, build_tokenizer), which loads it through seqio's SentencePieceVocabulary with
@@ -243,6 +259,22 @@ def _house_model(name: str, **figures: object) -> dict[str, object]:
 
 
 REFUSED: tuple[RefusedClass, ...] = (
+    RefusedClass(
+        "a blank checkpoint path on the MaxText path",
+        check_model_storage,
+        {"serving": {"model": {"path": ""}}},
+        "serving.model.path",
+        "the unscanned checkpoint's items folder",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
+        "a tokenizer path that is blank or edged with spaces",
+        check_model_storage,
+        {"serving": {"jetstream": {"tokenizerPath": "  "}}},
+        "serving.jetstream.tokenizerPath",
+        "without spaces around it",
+        stack="jetstream-v5e",
+    ),
     RefusedClass(
         "serving namespace the cluster owns",
         own_namespace,

@@ -21,6 +21,8 @@ from settings.rules_network import MIN_SOURCE_PREFIX
 from settings.rules_serving import RESERVED_NAMESPACES
 from workloads.saxml import PUBLISH_SCRIPT
 
+CHECKPOINT = "final/unscanned/gemma_7b-it/0/checkpoints/0/items"
+
 POOL = "gcp:container/nodePool:NodePool"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
@@ -273,6 +275,7 @@ def test_switching_the_backend_changes_the_plan(saxml: PlanResult, jetstream: Pl
     serving = _serving("saxml-v5e")
     serving["backend"] = "jetstream"
     serving["model"]["weightsBucket"] = "example-weights"
+    serving["model"]["path"] = CHECKPOINT  # JetStream loads a checkpoint's items; Saxml's cell had none
     switched = run("saxml-v5e", {"serving": serving})
     assert switched.of_type(JOBSET) == [] and len(switched.of_type(LWS)) == 1
     assert switched.of_type("gcp:storage/bucket:Bucket") == []
@@ -332,8 +335,9 @@ def test_cube_serving_keys_on_a_slice_backend_are_refused() -> None:
 
 
 def test_a_slice_stack_switches_backend_by_one_key() -> None:
+    """The backend key, and what the other backend reads (JetStream: the checkpoint's bucket and items)."""
     serving = {**_serving("saxml-v5e"), "backend": "jetstream"}
-    serving["model"] = {**serving["model"], "weightsBucket": "example-model-weights"}
+    serving["model"] = {**serving["model"], "weightsBucket": "example-model-weights", "path": CHECKPOINT}
     raw, secrets = stack_config("saxml-v5e", {"serving": serving})
     assert (
         load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets).serving.backend.value
