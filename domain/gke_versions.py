@@ -92,3 +92,35 @@ def choose(offered: OfferedVersions, channel: str, prefix: str | None, floor: st
         "set tpu-slicing:cluster.version to a version the channel offers, or change cluster.versionPrefix"
     )
     return Choice(default or latest, problem)
+
+
+def check_pinned(offered: OfferedVersions, channel: str, pinned: str, location: str) -> Choice:
+    """A pinned `cluster.version` against what the location offers: the pin when GKE would create a
+    cluster at it, else the pin with the reason it would not. A version the location does not list
+    (a patch dropped from it, an unreleased minor) is refused at create, and so is one newer than the
+    channel's newest (it belongs to a faster channel: GKE creates a cluster of a channel only at a
+    version that channel offers; the data source reports each channel's newest, not its list,
+    google-beta/services/container/data_source_google_container_engine_versions.go)."""
+    offered_here = set(offered.valid_master_versions)
+    newest = offered.release_channel_latest_version.get(channel, "")
+    if pinned not in offered_here:
+        minor = version_key(pinned)[:2]
+        near = sorted(
+            (v for v in offered_here if _GKE_VERSION.fullmatch(v) and version_key(v)[:2] == minor),
+            key=version_key,
+            reverse=True,
+        )
+        also = f"; of its minor it offers {', '.join(near[:3])}" if near else "; it offers none of its minor"
+        return Choice(
+            pinned,
+            f"cluster.version {pinned} is not offered in {location}{also}; set tpu-slicing:cluster.version to an "
+            f"offered version, or leave it unset for the {channel} channel's default",
+        )
+    if newest and version_key(pinned) > version_key(newest):
+        return Choice(
+            pinned,
+            f"cluster.version {pinned} is newer than the {channel} channel's newest in {location}, {newest}: it "
+            f"is another channel's, and GKE creates a {channel} cluster only at a version its channel offers; "
+            f"set a version at most {newest}, or another cluster.releaseChannel",
+        )
+    return Choice(pinned)

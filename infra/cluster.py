@@ -136,25 +136,32 @@ class VersionChoice:
 
     def version(self) -> pulumi.Input[str]:
         args = self.args
-        if args.version is not None:
-            return args.version
         platform = args.platform
+        # A pinned version is read against the location's whole list (no prefix); the settings
+        # already hold a pin to the prefix (settings/rules_cluster.py).
         offered = gcp.container.get_engine_versions_output(
             project=args.project,
             location=args.region,
-            version_prefix=platform.version_prefix,
+            version_prefix=None if args.version is not None else platform.version_prefix,
             opts=pulumi.InvokeOutputOptions(depends_on=list(args.depends_on)),
         )
+        if args.version is not None:
+            return offered.apply(self._pinned)
         return offered.apply(self._choose)
+
+    def _pinned(self, found: gcp.container.GetEngineVersionsResult) -> str:
+        assert self.args.version is not None
+        self.choice = choice = gke_versions.check_pinned(
+            _offered(found), self.args.platform.release_channel, self.args.version, self.args.region
+        )
+        if choice.problem is not None:
+            pulumi.log.warn(f"{choice.problem}; an existing cluster keeps its version, a new one is refused")
+        return choice.version
 
     def _choose(self, found: gcp.container.GetEngineVersionsResult) -> str:
         platform = self.args.platform
         self.choice = choice = gke_versions.choose(
-            gke_versions.OfferedVersions(
-                valid_master_versions=found.valid_master_versions or [],
-                release_channel_latest_version=found.release_channel_latest_version or {},
-                release_channel_default_version=found.release_channel_default_version or {},
-            ),
+            _offered(found),
             platform.release_channel,
             platform.version_prefix,
             platform.version_floor,
@@ -166,6 +173,14 @@ class VersionChoice:
     def refuse_create(self, hook: pulumi.ResourceHookArgs) -> None:
         if self.choice is not None and self.choice.problem is not None:
             raise gke_versions.NoOfferedVersionError(f"cluster {self.args.names.cluster}: {self.choice.problem}")
+
+
+def _offered(found: gcp.container.GetEngineVersionsResult) -> gke_versions.OfferedVersions:
+    return gke_versions.OfferedVersions(
+        valid_master_versions=found.valid_master_versions or [],
+        release_channel_latest_version=found.release_channel_latest_version or {},
+        release_channel_default_version=found.release_channel_default_version or {},
+    )
 
 
 class Cluster(pulumi.ComponentResource):

@@ -58,7 +58,7 @@ PLACEHOLDER_CHANNEL_DEFAULTS = {
 }
 # Each channel's valid versions, newest first, as GetServerConfig lists them (`channels[].validVersions`).
 PLACEHOLDER_CHANNEL_VERSIONS = {
-    "RAPID": ["1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000"],
+    "RAPID": ["1.37.0-gke.1000000", "1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000"],
     "REGULAR": ["1.35.2-gke.1842000", "1.34.6-gke.1000000"],
     "STABLE": ["1.34.6-gke.1000000"],
 }

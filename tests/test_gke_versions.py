@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.gke_versions import NoOfferedVersionError, OfferedVersions, choose, version_key
+from domain.gke_versions import Choice, NoOfferedVersionError, OfferedVersions, check_pinned, choose, version_key
 from plan.engine import engine_versions
 
 versions = st.builds(
@@ -89,3 +89,38 @@ def test_the_choice_is_in_the_channel_and_fits_or_says_why(
     else:
         assert choice.problem is not None
         assert choice.version == default
+
+
+# --- a pinned cluster.version ------------------------------------------------------------------
+
+OFFERED_HERE = OfferedVersions(
+    ["1.36.2-gke.9000000", "1.36.0-gke.3712000", "1.35.2-gke.1842000", "1.34.6-gke.1000000"],
+    {"RAPID": "1.36.2-gke.9000000", "REGULAR": "1.35.2-gke.1842000"},
+    {"RAPID": "1.36.2-gke.9000000", "REGULAR": "1.35.2-gke.1842000"},
+)
+
+
+def test_a_pinned_version_the_location_offers_is_kept() -> None:
+    assert check_pinned(OFFERED_HERE, "RAPID", "1.36.0-gke.3712000", "us-central1") == Choice("1.36.0-gke.3712000")
+
+
+@pytest.mark.parametrize(
+    ("pinned", "said"),
+    [
+        # A patch GKE dropped from the location: the same minor's offered builds are named.
+        ("1.36.0-gke.1000000", "of its minor it offers 1.36.2-gke.9000000, 1.36.0-gke.3712000"),
+        # A minor not released.
+        ("1.38.0-gke.1000000", "it offers none of its minor"),
+    ],
+)
+def test_a_pinned_version_the_location_does_not_offer_is_refused_at_create(pinned: str, said: str) -> None:
+    choice = check_pinned(OFFERED_HERE, "RAPID", pinned, "us-central1")
+    assert choice.version == pinned and choice.problem is not None
+    assert f"cluster.version {pinned} is not offered in us-central1" in choice.problem and said in choice.problem
+    with pytest.raises(NoOfferedVersionError):
+        choice.required()
+
+
+def test_a_pinned_version_of_a_faster_channel_is_refused() -> None:
+    choice = check_pinned(OFFERED_HERE, "REGULAR", "1.36.2-gke.9000000", "us-central1")
+    assert choice.problem is not None and "newer than the REGULAR channel's newest" in choice.problem

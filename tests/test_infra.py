@@ -13,7 +13,7 @@ from infra.apis import REQUIRED_APIS
 from infra.cluster import IMAGE_TYPE, NODE_ROLE
 from infra.tpu_pools import GKE_FILLED_WITH_A_WORKLOAD_POLICY, GKE_REPORTED
 from plan import engine
-from plan.engine import PLACEHOLDER_CHANNEL_DEFAULTS, PLACEHOLDER_ENDPOINT, PlanResult
+from plan.engine import PLACEHOLDER_CHANNEL_DEFAULTS, PLACEHOLDER_ENDPOINT, HookRefusedError, PlanResult
 from settings.loader import ConfigError
 from tests.conftest import DevRunner
 from tests.control_plane import load_stack
@@ -307,22 +307,29 @@ def test_components_use_type_tokens_and_parent_their_children(dev_plan: PlanResu
 
 
 def test_an_explicit_version_pin_is_sent_and_tracked(run_dev: DevRunner) -> None:
-    plan = run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
+    plan = run_dev({"cluster": {"version": "1.36.0-gke.3712000"}})  # one the offline answer offers
     cluster = plan.one(CLUSTER)
-    assert cluster.get("minMasterVersion") == "1.36.1-gke.1200000"
+    assert cluster.get("minMasterVersion") == "1.36.0-gke.3712000"
     assert cluster.ignore_changes == ["nodeConfig"]
 
 
 def test_a_minor_upgrade_moves_the_control_plane_and_no_node_pool(run_dev: DevRunner) -> None:
     """The README's GKE minor recipe: a new pin changes the cluster's minMasterVersion and nothing
     else; no pool carries a version, so the TPU pools wait for GKE (held by the exclusion)."""
-    before = run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
+    before = run_dev({"cluster": {"version": "1.36.2-gke.9000000"}})
     after = run_dev({"cluster": {"version": "1.37.0-gke.1000000"}})
     assert after.one(CLUSTER).get("minMasterVersion") == "1.37.0-gke.1000000"
     was = {r.urn: r.inputs for r in before.resources}
     assert was.keys() == {r.urn for r in after.resources}
     assert [r.urn for r in after.resources if r.inputs != was[r.urn]] == [after.one(CLUSTER).urn]
     assert all(pool.get("version") is None for pool in after.of_type(POOL))
+
+
+def test_a_pinned_version_the_location_does_not_offer_stops_a_new_cluster(run_dev: DevRunner) -> None:
+    """A patch GKE no longer offers: the plan (as `pulumi up`) refuses to create the cluster, naming
+    the offered builds of that minor; before, a pin was sent unread and GKE refused the create."""
+    with pytest.raises(HookRefusedError, match=r"cluster.version 1.36.1-gke.1200000 is not offered in us-central1"):
+        run_dev({"cluster": {"version": "1.36.1-gke.1200000"}})
 
 
 def test_the_chosen_version_honours_the_prefix(run_dev: DevRunner) -> None:
