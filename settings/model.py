@@ -582,6 +582,7 @@ class StackConfig(StrictModel):
             rules_waits.check_smoke_fits,
             rules_observability.check_alerts,
             rules_versions.check_controllers,
+            rules_versions.check_images,
             pricing.check_pricing,
             benchmark.check_benchmark,
         )

@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from domain import inference_releases
 from settings import oci_registry, pins
+from settings.base import ProblemsError
 from settings.refused import RefusedClass
 
 if TYPE_CHECKING:
@@ -82,6 +83,67 @@ def one_llm_d_release(versions: Versions) -> None:
         )
 
 
+# The programs the image slots run, known by the last part of an image's repository path (kept by a
+# registry mirror: an Artifact Registry remote repository serves docker.io/vllm/vllm-tpu as
+# <host>/<project>/<repo>/vllm/vllm-tpu). An image named after one program in another program's slot
+# runs the wrong entry point or flags: the benchmark Job runs pods/benchmark_run.py, which calls the
+# `inference-perf` command; the metrics adapter's container is started with the Stackdriver
+# adapter's flags (k8s/metrics_adapter.py). A name not listed (a custom build) is not judged.
+PROGRAMS: dict[str, str] = {
+    "vllm-tpu": "vLLM's server",
+    "inference-perf": "inference-perf, the load generator",
+    "custom-metrics-stackdriver-adapter": "the Custom Metrics Stackdriver Adapter",
+    "prometheus-adapter": "the Prometheus adapter (it serves other flags and another metrics source)",
+    "kueue-slice-controller": "the TPU slice controller",
+    "llm-d-router-endpoint-picker": "llm-d's endpoint picker",
+    "llm-d-router-disagg-sidecar": "llm-d's P/D routing sidecar",
+    "sax-admin-server": "Saxml's admin server",
+    "sax-model-server": "Saxml's model server",
+    "sax-http": "Saxml's HTTP server",
+    "maxengine-server": "JetStream's MaxEngine server",
+    "jetstream-http": "JetStream's HTTP server",
+    "jetstream-pathways": "JetStream's Pathways server",
+    "python": "a plain Python image (no inference-perf command)",
+}
+# Each slot's own programs (a slot not listed takes any image).
+SLOTS: dict[str, frozenset[str]] = {
+    "vllm_image": frozenset({"vllm-tpu"}),
+    "benchmark_image": frozenset({"inference-perf"}),
+    "metrics_adapter_image": frozenset({"custom-metrics-stackdriver-adapter"}),
+    "slice_controller_image": frozenset({"kueue-slice-controller"}),
+    "endpoint_picker_image": frozenset({"llm-d-router-endpoint-picker"}),
+    "routing_sidecar_image": frozenset({"llm-d-router-disagg-sidecar"}),
+    "sax_admin_image": frozenset({"sax-admin-server"}),
+    "sax_model_image": frozenset({"sax-model-server"}),
+    "sax_http_image": frozenset({"sax-http"}),
+    "jetstream_maxengine_image": frozenset({"maxengine-server"}),
+    "jetstream_http_image": frozenset({"jetstream-http"}),
+    "jetstream_pathways_image": frozenset({"jetstream-pathways"}),
+}
+
+
+def program_name(image: str) -> str:
+    """The last part of an image's repository path: `docker.io/vllm/vllm-tpu:v0.26.0` -> `vllm-tpu`."""
+    return repository_and_tag(image)[0].rsplit("/", 1)[-1]
+
+
+def check_images(config: StackConfig) -> None:
+    """versions.*Image: no known program in another program's slot."""
+    versions, problems = config.versions, []
+    for slot, own in SLOTS.items():
+        image = getattr(versions, slot)
+        name = program_name(image)
+        if name in PROGRAMS and name not in own:
+            key = "versions." + to_camel(slot)
+            wanted = " or ".join(sorted(own))
+            problems.append(
+                f"{key} {image!r} is {PROGRAMS[name]}, not the program this slot runs; allowed: an image named "
+                f"{wanted} (any registry or mirror of it)"
+            )
+    if problems:
+        raise ProblemsError(problems)
+
+
 def chart_registry(value: str) -> str:
     problem = oci_registry.problem(value)
     if problem:
@@ -102,6 +164,20 @@ def check_controllers(config: StackConfig) -> None:
 
 
 REFUSED: tuple[RefusedClass, ...] = (
+    RefusedClass(
+        "the serving image given as the benchmark's",
+        check_images,
+        {"versions": {"benchmarkImage": "docker.io/vllm/vllm-tpu:v0.26.0"}},
+        "versions.benchmarkImage",
+        "an image named inference-perf",
+    ),
+    RefusedClass(
+        "another metrics adapter in the Stackdriver adapter's slot",
+        check_images,
+        {"versions": {"metricsAdapterImage": "registry.k8s.io/prometheus-adapter/prometheus-adapter:v0.12.0"}},
+        "versions.metricsAdapterImage",
+        "an image named custom-metrics-stackdriver-adapter",
+    ),
     # --- pins (settings/pins.py, shared with the pack's pinned-images)
     RefusedClass(
         "floating chart version",
