@@ -265,10 +265,10 @@ def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Eng
     replaced = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, "--replace", pool, "--target", pool)
     assert "replaced" in replaced.stdout, replaced.stdout[-2000:]
 
-    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.37.", "--stack", name)
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.38.", "--stack", name)
     done = ws.pulumi("preview", "--stack", name, "--diff", *targets, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "offers no GKE version starting with '1.37.'" in done.stdout + done.stderr  # a warning, no error
+    assert "offers no GKE version starting with '1.38.'" in done.stdout + done.stderr  # a warning, no error
     assert _steps(ws, name, targets) == []
     ws.pulumi("config", "rm", "--path", "tpu-slicing:cluster.versionPrefix", "--stack", name)
 
@@ -283,14 +283,14 @@ def test_day_two_changes_to_pools_and_versions_on_a_stack_that_is_up(engine: Eng
 def test_a_new_cluster_is_refused_a_version_the_channel_no_longer_offers(engine: Engine) -> None:
     ws = _initialised(engine, "dev", "prefix")
     name = "dev-new"
-    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.37.", "--stack", name)
+    ws.pulumi("config", "set", "--path", "tpu-slicing:cluster.versionPrefix", "1.38.", "--stack", name)
     done = ws.pulumi("up", "--yes", "--skip-preview", "--stack", name, *_google_cloud_targets(ws, name), check=False)
     assert done.returncode != 0
     output = done.stdout + done.stderr
     # The engine's own line names the hook, the cluster, the prefix and what to set. (The
     # program's stderr then shows the SDK being interrupted after the failed registration.)
     (line,) = [x for x in output.splitlines() if x.strip().startswith('error: before hook "refuse-unoffered')]
-    assert "cluster dev-new-gke: the RAPID channel offers no GKE version starting with '1.37.'" in line
+    assert "cluster dev-new-gke: the RAPID channel offers no GKE version starting with '1.38.'" in line
     assert "set tpu-slicing:cluster.version" in line and "cluster.versionPrefix" in line
     exported = json.loads(ws.pulumi("stack", "export", "--stack", name).stdout)
     assert not [
