@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from domain import topology
+from domain import currencies, topology
 from settings.base import StrictModel
 from settings.refused import RefusedClass
 
@@ -56,8 +56,12 @@ NEEDS_RESERVATION = ("reserved", "calendar")
 
 
 def _currency(value: str) -> str:
-    if len(value) != 3 or not value.isascii() or not value.isalpha() or not value.isupper():
-        raise ValueError(f"{value!r} is not a currency code; allowed: an ISO 4217 code in capitals, e.g. USD or EUR")
+    # Three capitals are not enough: `XYZ` or `ABC` would label every figure of the cost report
+    # with a currency nobody pays in (domain/currencies.py reads ISO 4217's list).
+    if value not in currencies.iso_4217():
+        raise ValueError(
+            f"{value!r} is not an ISO 4217 currency code; allowed: a current code in capitals, e.g. USD, EUR or JPY"
+        )
     return value
 
 
@@ -111,6 +115,13 @@ def check_pricing(config: StackConfig) -> None:
 
 
 REFUSED = [
+    RefusedClass(
+        "A currency that is not ISO 4217's (three capitals nobody pays in, or XXX for none)",
+        _currency,
+        {"pricing": {"currency": "XYZ", "chipHour": {"tpu7x": {"reserved": 1.2}}, "source": "list price 2026-12"}},
+        "pricing.currency",
+        "a current code in capitals",
+    ),
     RefusedClass(
         "A price for another TPU generation than the stack's",
         check_pricing,
