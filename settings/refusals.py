@@ -35,6 +35,7 @@ from settings.rules_backends import REFUSED as BACKENDS
 from settings.rules_capacity import REFUSED as CAPACITY
 from settings.rules_cluster import REFUSED as CLUSTER
 from settings.rules_kueue import REFUSED as KUEUE
+from settings.rules_maxtext import REFUSED as MAXTEXT
 from settings.rules_network import EXTERNAL
 from settings.rules_network import REFUSED as NETWORK
 from settings.rules_observability import REFUSED as OBSERVABILITY
@@ -181,6 +182,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *CLUSTER,
     *CAPACITY,
     *KUEUE,
+    *MAXTEXT,
     *RECOVERY,
     *VERSIONS,
     *OBSERVABILITY,

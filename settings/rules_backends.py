@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic.alias_generators import to_camel
 
 from domain import maxtext_models, saxml_servables, topology
-from settings import storage_names
+from settings import rules_maxtext, storage_names
 from settings.refused import RefusedClass
 
 if TYPE_CHECKING:
@@ -213,6 +213,7 @@ def check_maxtext(config: StackConfig, generation: topology.Generation) -> None:
             f"serving.jetstream.maxtextModel {jet.maxtext_model!r} is not a model {engine} knows: MaxText's "
             f"validate_model_name refuses it when every server starts; allowed: {', '.join(sorted(models))}"
         )
+    rules_maxtext.check_identity(config, models)
     devices = generation.devices(slice_.shape)
     check_tensor_parallelism(config, model, devices)
     per_sequence = jet.max_target_length * model.kv_bytes_per_token()

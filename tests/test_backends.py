@@ -22,6 +22,9 @@ from settings.rules_serving import RESERVED_NAMESPACES
 from workloads.saxml import PUBLISH_SCRIPT
 
 CHECKPOINT = "final/unscanned/gemma_7b-it/0/checkpoints/0/items"
+# The checkpoint's model, as JetStream's MaxText engine must be told it (settings/rules_maxtext.py).
+GEMMA = {"name": "google/gemma-7b-it", "parametersBillions": 8.54, "path": CHECKPOINT}
+GEMMA_ENGINE = {"maxtextModel": "gemma-7b", "tokenizerPath": "assets/tokenizer.gemma"}
 
 POOL = "gcp:container/nodePool:NodePool"
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
@@ -274,8 +277,8 @@ def test_dynamic_slicing_keys_are_refused_with_saxml() -> None:
 def test_switching_the_backend_changes_the_plan(saxml: PlanResult, jetstream: PlanResult) -> None:
     serving = _serving("saxml-v5e")
     serving["backend"] = "jetstream"
-    serving["model"]["weightsBucket"] = "example-weights"
-    serving["model"]["path"] = CHECKPOINT  # JetStream loads a checkpoint's items; Saxml's cell had none
+    serving["model"] = {**serving["model"], **GEMMA, "weightsBucket": "example-weights"}
+    serving["jetstream"] = GEMMA_ENGINE  # JetStream loads a checkpoint's items; Saxml's cell had none
     switched = run("saxml-v5e", {"serving": serving})
     assert switched.of_type(JOBSET) == [] and len(switched.of_type(LWS)) == 1
     assert switched.of_type("gcp:storage/bucket:Bucket") == []
@@ -335,9 +338,10 @@ def test_cube_serving_keys_on_a_slice_backend_are_refused() -> None:
 
 
 def test_a_slice_stack_switches_backend_by_one_key() -> None:
-    """The backend key, and what the other backend reads (JetStream: the checkpoint's bucket and items)."""
-    serving = {**_serving("saxml-v5e"), "backend": "jetstream"}
-    serving["model"] = {**serving["model"], "weightsBucket": "example-model-weights", "path": CHECKPOINT}
+    """The backend key, and what the other backend reads (JetStream: the checkpoint's bucket and items,
+    the MaxText model it is and that model's tokenizer: Saxml's 175B test servable is none of them)."""
+    serving = {**_serving("saxml-v5e"), "backend": "jetstream", "jetstream": GEMMA_ENGINE}
+    serving["model"] = {**serving["model"], **GEMMA, "weightsBucket": "example-model-weights"}
     raw, secrets = stack_config("saxml-v5e", {"serving": serving})
     assert (
         load(raw, stack="saxml-v5e", project="example-tpu-project", secret_keys=secrets).serving.backend.value
