@@ -82,6 +82,9 @@ class StrictModel(BaseModel):
         field = cls.model_fields[info.field_name] if info.field_name else None
         if field is None or SecretStr in getattr(field.annotation, "__args__", (field.annotation,)):
             return handler(value)
+        too_long = names.length_problem(value)  # first: a long string is not escaped into the message whole
+        if too_long:
+            raise ValueError(too_long)
         if any(isinstance(m, OwnCharacters) for m in field.metadata):
             return cls._own_characters_first(value, handler)
         problem = names.text_problem(value)

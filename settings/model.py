@@ -37,6 +37,7 @@ from settings import (
     rules_recovery,
     rules_reservation,
     rules_serving,
+    rules_storage,
     rules_versions,
     rules_waits,
 )
@@ -568,8 +569,8 @@ class StackConfig(StrictModel):
             rules_backends.check_backend_platform,
             rules_backends.check_slice_model,
             rules_serving.check_serving_model,
-            rules_serving.check_model_snapshot,
-            rules_serving.check_model_storage,
+            rules_storage.check_model_snapshot,
+            rules_storage.check_model_storage,
             rules_cluster.check_names,
             rules_capacity.check_sub_blocks,
             rules_cluster.check_versions_for_features,

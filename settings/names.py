@@ -143,6 +143,34 @@ def first_problem(value: Any) -> Found | None:
     return None
 
 
+# The longest string a setting may hold, in UTF-8 bytes. No setting needs more (the longest, a Cloud
+# Storage object path, is 1,024), and the strings reach containers' commands and the files they open:
+# Linux takes a path of at most 4,096 bytes with its NUL (PATH_MAX, include/uapi/linux/limits.h) and
+# one argument of at most 32 pages, 131,072 bytes (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h);
+# execve refuses a longer one (E2BIG) and the container never starts.
+TEXT_MAX_BYTES = 4095
+TEXT_LENGTH_ALLOWED = (
+    f"allowed: at most {TEXT_MAX_BYTES:,} bytes (a path the kernel opens, PATH_MAX with its NUL; a command's "
+    "argument, MAX_ARG_STRLEN, is longer)"
+)
+
+
+def length_problem(value: Any) -> str | None:
+    """Why a string of the stack configuration, or an item of a list of them, is too long to reach a
+    container (a message that shows its start and its size, never all of it), or None."""
+    items = (
+        [(None, value)] if isinstance(value, str) else list(enumerate(value)) if isinstance(value, list | tuple) else []
+    )
+    for where, item in items:
+        if not isinstance(item, str):
+            continue
+        size = len(item.encode("utf-8"))
+        if size > TEXT_MAX_BYTES:
+            label = f"item {where} " if where is not None else ""
+            return f"{label}{item[:24]!a}... is {size:,} bytes long; {TEXT_LENGTH_ALLOWED}"
+    return None
+
+
 def text_problem(value: Any) -> str | None:
     """Why a string of the stack configuration, or a list of them, is refused (a message that shows the
     value with its characters escaped and says what is allowed), or None. Other values pass."""

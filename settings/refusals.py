@@ -42,6 +42,7 @@ from settings.rules_observability import REFUSED as OBSERVABILITY
 from settings.rules_recovery import REFUSED as RECOVERY
 from settings.rules_reservation import REFUSED as RESERVATION
 from settings.rules_serving import REFUSED as SERVING
+from settings.rules_storage import REFUSED as STORAGE
 from settings.rules_versions import REFUSED as VERSIONS
 from settings.rules_waits import REFUSED as WAITS
 
@@ -167,6 +168,14 @@ _READING: tuple[RefusedClass, ...] = (
         "no compatibility forms that NFKC normalization changes",
     ),
     RefusedClass(
+        "a string longer than a path the kernel opens (PATH_MAX)",
+        names.length_problem,
+        {"serving": {"jetstream": {"tokenizerPath": "assets/" + "t" * 4096}}},
+        "serving.jetstream.tokenizerPath",
+        "at most 4,095 bytes",
+        stack="jetstream-v5e",
+    ),
+    RefusedClass(
         "trailing newline in a name",
         names.text_problem,
         {"serving": {"namespace": "llm-d-pd-disaggregation\n"}},
@@ -188,6 +197,7 @@ REFUSED_CLASSES: tuple[RefusedClass, ...] = (
     *OBSERVABILITY,
     *BACKENDS,
     *SERVING,
+    *STORAGE,
     *AUTOSCALING,
     *WAITS,
     *RESERVATION,

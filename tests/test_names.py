@@ -481,3 +481,26 @@ def test_code_points_are_named_as_unicode_names_them() -> None:
     assert names.codepoint("\U000f0000") == "U+F0000"  # private use: no name
     assert unicodedata.category("\U000f0000") == "Co"
     assert names.character_problem("a\U000f0000") == "U+F0000 (a private-use character) at position 1"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 3), st.integers(-3, 3))
+def test_a_string_is_refused_exactly_when_its_utf8_bytes_pass_what_a_path_may_hold(width: int, excess: int) -> None:
+    """Counted in bytes, as the kernel counts (PATH_MAX): an 'é' is two, a '€' three."""
+    char = {1: "t", 2: "\u00e9", 3: "\u20ac"}[width]
+    size = names.TEXT_MAX_BYTES + excess * width
+    text = char * (size // width)
+    problem = names.length_problem(text)
+    assert (problem is not None) is (len(text.encode()) > names.TEXT_MAX_BYTES)
+    if problem:
+        assert f"{len(text.encode()):,} bytes long" in problem and len(problem) < 400  # its start, never all of it
+
+
+def test_a_long_path_is_refused_before_its_characters_are_read_and_names_its_list_item() -> None:
+    from tests.conftest import refusal
+
+    message = refusal({"serving": {"jetstream": {"tokenizerPath": "assets/" + "\u200b" * 5000}}}, stack="jetstream-v5e")
+    assert "serving.jetstream.tokenizerPath" in message and "15,007 bytes long" in message and len(message) < 500
+    channels = ["projects/p-12345/notificationChannels/1", "projects/p-12345/notificationChannels/" + "1" * 4096]
+    message = refusal({"observability": {"alerts": {"enabled": True, "notificationChannels": channels}}})
+    assert "observability.alerts.notificationChannels: item 1" in message
