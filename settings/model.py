@@ -576,6 +576,7 @@ class StackConfig(StrictModel):
             rules_cluster.check_versions_for_features,
             _check_slices,
             rules_network.check_network_capacity,
+            rules_network.check_service_range,
             rules_kueue.check_topology_levels,
             rules_cluster.check_system_machine,
             rules_cluster.check_upgrade_policy,

@@ -1,7 +1,8 @@
 """The network block and who may reach a backend's HTTP service.
 
 Guards `network` (private ranges, RFC 1918 or RFC 6598's shared space, pairwise disjoint, a proxy-only
-subnet of at least a /26, and pod and node ranges that hold every node the stack makes) and
+subnet of at least a /26, pod and node ranges that hold every node the stack makes, and a Service
+range that addresses every Service the cluster holds) and
 `serving.http` (an external service only with source ranges, none on an internal one, their union no
 wider than settings/exposure.py allows: one rule with the policy pack's no-public-load-balancer).
 """
@@ -79,6 +80,61 @@ def check_network_capacity(config: StackConfig) -> None:
         )
 
 
+# The Services that take an address of network.serviceCidr (a headless one takes none). Kubernetes
+# hands out 2^(32-N) - 2 addresses of an IPv4 /N, never the network's or the broadcast address
+# (pkg/registry/core/service/ipallocator/ipallocator.go hostsPerNetwork, v1.36.3); a Service it cannot
+# address is refused at create, and the release or the up that makes it fails.
+# GKE's own on every Standard cluster: the API server's `default/kubernetes`, and kube-dns,
+# metrics-server and the HTTP load balancing add-on's default-http-backend in kube-system. Add-ons the
+# program does not ask for may add more: no read of a live cluster is made here.
+GKE_SERVICES = (
+    "default/kubernetes",
+    "kube-system/kube-dns",
+    "kube-system/metrics-server",
+    "kube-system/default-http-backend",
+)
+# The controllers' charts at their pinned versions, with the program's values (tests/test_charts.py
+# renders them): JobSet's webhook and metrics, Kueue's webhook, metrics and visibility, LWS's webhook (its
+# metrics Service is off in the program's values). They run whether the program installs them or a
+# platform team does (controllers.install), which may add more.
+CHART_SERVICES = {"jobset": 2, "kueue": 3, "lws": 1}
+# Per backend, the controllers its workloads need (backends/__init__.py) and the program's own Services
+# at most (tests/test_service_range.py holds each to the plans): vllm-pd the router's, the slice
+# controller's metrics and webhook and the metrics adapter's; none the slice controller's two; Saxml's
+# HTTP service; JetStream's.
+BACKEND_SERVICES: dict[str, tuple[tuple[str, ...], int]] = {
+    "vllm-pd": (("jobset", "kueue", "lws"), 4),
+    "none": (("jobset", "kueue", "lws"), 2),
+    "saxml": (("jobset",), 1),
+    "jetstream": (("lws",), 1),
+}
+
+
+def service_addresses(prefix: int) -> int:
+    return max(0, 2 ** (32 - prefix) - 2)
+
+
+def services_needed(config: StackConfig) -> dict[str, int]:
+    """Who holds an address of the Service range, and how many, for the stack's backend."""
+    controllers, own = BACKEND_SERVICES[config.serving.backend.value]
+    return {"GKE": len(GKE_SERVICES), **{name: CHART_SERVICES[name] for name in controllers}, "the program": own}
+
+
+def check_service_range(config: StackConfig) -> None:
+    needed = services_needed(config)
+    total, service_range = sum(needed.values()), config.network.service_cidr
+    held = service_addresses(service_range.prefixlen)
+    if total <= held:
+        return
+    widest = max(p for p in range(33) if service_addresses(p) >= total)
+    parts = ", ".join(f"{who} {count}" for who, count in needed.items())
+    raise ValueError(
+        f"network.serviceCidr {service_range} gives {held} Service addresses (Kubernetes hands out 2^(32-N) - 2 "
+        f"of a /N), but the cluster holds {total} Services with an address ({parts}): the last ones made would "
+        f"be refused and their release or up would fail; allowed: a /{widest} or wider (the default is /20)"
+    )
+
+
 # The widest block an external, unauthenticated service may be opened to: one rule with the policy pack.
 MIN_SOURCE_PREFIX = exposure.MIN_SOURCE_PREFIX
 
@@ -106,6 +162,13 @@ def restricted_exposure(http: HttpExposure) -> None:
 EXTERNAL = {"type": "external", "sourceRanges": ["10.0.0.0/8"]}
 
 REFUSED: tuple[RefusedClass, ...] = (
+    RefusedClass(
+        "Service range too small for the Services the cluster holds",
+        check_service_range,
+        {"network": {"serviceCidr": "10.20.0.0/29"}},
+        "network.serviceCidr",
+        "a /28 or wider",
+    ),
     RefusedClass(
         "public range", private_range, {"network": {"nodeCidr": "8.8.0.0/18"}}, "network.nodeCidr", "RFC 1918"
     ),

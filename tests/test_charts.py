@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from k8s import controllers as program
-from settings import rules_recovery
+from settings import rules_network, rules_recovery
 from settings.model import KueueRecoveryConfig
 from tests import charts
 from tests import control_plane as cp
@@ -60,6 +60,15 @@ def test_the_programs_values_reach_the_rendering() -> None:
     deployment = chart.one("Deployment", "-controller-manager")
     assert deployment["spec"]["replicas"] == program.VALUES["kueue"]["controllerManager"]["replicas"] == 2
     assert deployment["metadata"]["namespace"] == program.KUEUE.namespace
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_chart_makes_the_services_the_service_range_rule_counts(name: str) -> None:
+    """settings/rules_network.py CHART_SERVICES: a Service with an address (not headless) takes one of
+    network.serviceCidr's whether the program installs the chart or a platform team does."""
+    services = running.rendered(name).of_kind("Service")
+    addressed = [s["metadata"]["name"] for s in services if (s.get("spec") or {}).get("clusterIP") != "None"]
+    assert len(addressed) == rules_network.CHART_SERVICES[name], addressed
 
 
 @pytest.mark.parametrize("name", NAMES)
