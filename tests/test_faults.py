@@ -4,8 +4,9 @@ followed by the recovery the README's Troubleshooting gives, then a check that t
 state and the program agree.
 
 Real, as in tests/test_cluster_up.py: the `pulumi` CLI and engine, its DIY (file) backend and its
-lock, the Kubernetes provider; etcd, kube-apiserver (stopped and started again on the same etcd),
-kube-controller-manager, kube-scheduler, kwok; Kueue, JobSet and LWS out of cluster. Signals go
+lock, the Kubernetes provider; etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the
+three stopped and started again together on the same etcd, as a control-plane upgrade or repair
+replaces them: tests/control_plane.py `restart_control_plane`), kwok; Kueue, JobSet and LWS out of cluster. Signals go
 where a person or a CI runner sends them: SIGINT to the CLI's process group (a terminal's Ctrl-C;
 the CLI starts its plugins in groups of their own, sdk/go/common/util/cmdutil/child_unix.go
 `RegisterProcessGroup`), SIGKILL to the CLI and every process under it (a runner killed with its
