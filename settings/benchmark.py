@@ -36,6 +36,27 @@ MAX_LOAD_SECONDS = 4 * 3600
 TOKENIZER_LOAD_SECONDS = 300
 STAGE_INTERVAL_SECONDS = 1
 
+# The benchmark pod's memory limit (workloads/benchmark_job.py), and what inference-perf v0.7.0 holds
+# of it by the run's end: every request's RequestLifecycleMetric, with the request's body and the raw
+# server-sent events of its answer (apis/base.py; client/modelserver/openai_client.py `response_data`),
+# kept by the request collector for the reports (metrics/request_collector/multiprocess.py), beside
+# the program itself and its worker processes (LoadConfig.num_workers). Measured with the real program
+# against the vLLM stand-in (2026-12-07, 200 and 800 requests: about 235 MiB at start, 6 KiB a
+# request, 5.5 bytes an input token and 610 an output token, whose events repeat the request's id and
+# model name; each worker 160 MiB resident), rounded up here; tests/test_benchmark_run.py measures the
+# main process again on every run and holds these figures to it.
+LOADGEN_MEMORY_LIMIT_GIB = 8
+LOADGEN_BASE_BYTES = 256 * 2**20
+LOADGEN_WORKER_BYTES = 192 * 2**20
+LOADGEN_REQUEST_BYTES = 8 * 2**10
+LOADGEN_INPUT_TOKEN_BYTES = 8
+LOADGEN_OUTPUT_TOKEN_BYTES = 640
+
+
+def loadgen_request_bytes(input_tokens: int, output_tokens: int) -> int:
+    """What inference-perf keeps of one request until the run ends."""
+    return LOADGEN_REQUEST_BYTES + input_tokens * LOADGEN_INPUT_TOKEN_BYTES + output_tokens * LOADGEN_OUTPUT_TOKEN_BYTES
+
 
 class BenchmarkGate(StrictModel):
     """Each figure, at every rate (the median of its repetitions): a miss fails the Job."""
@@ -89,6 +110,16 @@ class BenchmarkConfig(StrictModel):
         return len(stage_rates(self.rates, self.repetitions)) * self.stage_seconds
 
     @property
+    def requests(self) -> float:
+        """The requests the whole run sends: each stage's rate for its seconds."""
+        return sum(stage_rates(self.rates, self.repetitions)) * self.stage_seconds
+
+    @property
+    def loadgen_bytes(self) -> float:
+        each = loadgen_request_bytes(self.input_tokens, self.output_tokens)
+        return LOADGEN_BASE_BYTES + self.num_workers * LOADGEN_WORKER_BYTES + self.requests * each
+
+    @property
     def deadline_seconds(self) -> int:
         """The load, the tokenizer's load deadline, and per stage the pause before it and the longest
         an in-flight request may run after it ends."""
@@ -137,6 +168,18 @@ def check_benchmark(config: StackConfig) -> None:
             f"nothing; allowed: rates x stageSeconds at least 1 (e.g. stageSeconds {math.ceil(1 / slowest)})"
         )
     problems += _impossible_gate(bench)
+    limit = LOADGEN_MEMORY_LIMIT_GIB * 2**30
+    if bench.loadgen_bytes > limit:
+        each = loadgen_request_bytes(bench.input_tokens, bench.output_tokens)
+        most = (limit - LOADGEN_BASE_BYTES - bench.num_workers * LOADGEN_WORKER_BYTES) // each
+        problems.append(
+            f"serving.benchmark.rates: {len(stage_rates(bench.rates, bench.repetitions))} stages of "
+            f"{bench.stage_seconds} s send {bench.requests:,.0f} requests, and inference-perf keeps each one's body "
+            f"and raw answer ({bench.input_tokens} + {bench.output_tokens} tokens: about {each / 2**10:.0f} KiB) "
+            f"until the run ends, about {bench.loadgen_bytes / 2**30:.1f} GiB in all: more than the benchmark pod's "
+            f"{LOADGEN_MEMORY_LIMIT_GIB} GiB memory limit, so it is killed before it uploads a result; allowed: "
+            f"at most {most:,} requests at these token counts (lower rates, fewer repetitions or shorter stageSeconds)"
+        )
     if bench.load_seconds > MAX_LOAD_SECONDS:
         problems.append(
             f"serving.benchmark.stageSeconds: {len(bench.rates)} rates x {bench.repetitions} repetitions x "
@@ -180,6 +223,13 @@ def _benchmark(**fields: object) -> dict[str, object]:
 
 
 REFUSED = [
+    RefusedClass(
+        "A benchmark whose requests outgrow the load generator's memory",
+        check_benchmark,
+        _benchmark(rates=[100, 200], repetitions=2, stageSeconds=600),
+        "serving.benchmark.rates",
+        "requests at these token counts",
+    ),
     RefusedClass(
         "A benchmark whose prompt and answer are longer than the server's context",
         check_benchmark,

@@ -9,7 +9,8 @@ container's environment is passed as the kubelet passes it, with the mount paths
 those folders and the gateway's URL at the stand-in. The tokenizer folder holds a word tokenizer made
 by the load generator's own tokenizers library, as the model's snapshot holds the model's.
 
-Cost: about 110 s on one worker (four runs of one or two 10-second stages, plus inference-perf's start).
+Cost: about 110 s on one worker (four runs of one or two 10-second stages, plus inference-perf's start),
+and about 90 s more for the memory measurement (a 10 s and a 30 s stage).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from domain import benchmark
 from plan import engine
 from plan.engine import PlanResult
+from settings import benchmark as settings_benchmark
 from tests.conftest import DevRunner, dev_raw, merged
 from tests.standins import benchmark_pod, gcs_uploads, vllm_openai
 
@@ -155,3 +157,46 @@ def test_a_server_that_never_answers_is_cut_at_the_request_timeout_and_the_resul
     (stage,) = run.result().stages
     assert stage.successes == 0 and stage.failures > 0
     assert elapsed < deadline, f"the run took {elapsed:.0f} s of its {deadline} s deadline"
+
+
+def _peak(tmp_path: Path, name: str, seconds: int) -> tuple[int, int]:
+    """One run of the Job at 20 requests a second for `seconds`, 64 + 256 tokens, on the fast stand-in:
+    (requests served, peak resident bytes of inference-perf's main process)."""
+    raw, secrets = dev_raw()
+    overrides = {
+        "serving": {
+            "benchmark": {"enabled": True, "rates": [20], "repetitions": 1, "stageSeconds": seconds}
+            | {"inputTokens": 64, "outputTokens": 256, "runId": name}
+        }
+    }
+    plan = engine.run(merged(overrides, raw), stack="dev", secret_keys=secrets)
+    python = _python()
+    (job,) = [r for r in plan.of_type("kubernetes:batch/v1:Job") if r.get("metadata.name") == "serving-benchmark"]
+    config_maps = {r.get("metadata.name"): r.get("data") for r in plan.of_type("kubernetes:core/v1:ConfigMap")}
+    model = json.loads(config_maps["serving-benchmark"]["inference-perf.json"])["server"]["model_name"]
+    with (
+        vllm_openai.serving(model, vllm_openai.Speed(0.01, 0.0005)) as server,
+        gcs_uploads.storage("example-model-weights", "benchmarks/dev/") as gcs,
+    ):
+        started = benchmark_pod.start(job.get("spec.template.spec"), config_maps, tmp_path / name, python)
+        code, log, peak = benchmark_pod.run_measured(
+            started, python, f"http://127.0.0.1:{server.server_address[1]}", gcs.host
+        )
+        assert code == 0, log[-3000:]
+        return server.requests, peak
+
+
+def test_the_memory_rule_holds_what_inference_perf_keeps_of_each_request(tmp_path: Path) -> None:
+    """settings/benchmark.py LOADGEN_*: the rule's figures against the real program's growth from a
+    short run to a longer one (it keeps every request's body and raw answer until the run ends): at
+    least what it keeps, and not so far above that a benchmark that fits is refused (under twice).
+    Cost: about 70 s (two runs of 10 and 30 s stages, each with inference-perf's start)."""
+    few, small = _peak(tmp_path, "few", 10)
+    many, large = _peak(tmp_path, "many", 30)
+    assert many - few >= 350, (few, many)
+    measured = (large - small) / (many - few)
+    estimated = settings_benchmark.loadgen_request_bytes(64, 256)
+    assert measured <= estimated < 2 * measured, f"{measured:.0f} bytes a request measured, {estimated} estimated"
+    start = small - few * measured
+    print(f"\ninference-perf: {measured:.0f} bytes a request, {start / 2**20:.0f} MiB at start")  # with -s
+    assert start <= settings_benchmark.LOADGEN_BASE_BYTES, f"{start / 2**20:.0f} MiB at start"

@@ -33,7 +33,7 @@ from pulumi_kubernetes.meta import v1 as meta
 from contracts.addresses import http_url
 from contracts.labels import COMMON_LABELS
 from domain.benchmark import stage_rates
-from settings.benchmark import BenchmarkConfig
+from settings.benchmark import LOADGEN_MEMORY_LIMIT_GIB, BenchmarkConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "pods" / "benchmark_run.py"
@@ -178,7 +178,8 @@ class BenchmarkJob(pulumi.ComponentResource):
                                 termination_message_policy="FallbackToLogsOnError",
                                 env=[core.EnvVarArgs(name=k, value=v) for k, v in environment.items()],
                                 resources=core.ResourceRequirementsArgs(
-                                    requests={"cpu": str(bench.num_workers), "memory": "4Gi"}, limits={"memory": "8Gi"}
+                                    requests={"cpu": str(bench.num_workers), "memory": "4Gi"},
+                                    limits={"memory": f"{LOADGEN_MEMORY_LIMIT_GIB}Gi"},
                                 ),
                                 security_context=core.SecurityContextArgs(
                                     allow_privilege_escalation=False,

@@ -74,6 +74,27 @@ def start(
     return Started(command, env, mounts)
 
 
+# A parent that runs the container's command and prints the largest resident set of the processes it
+# waited for, directly or not: Linux folds each waited-for descendant's ru_maxrss into its parent's
+# RUSAGE_CHILDREN, as the maximum (getrusage(2)), so this is inference-perf's main process at its peak.
+_PEAK = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "print('peak-rss-kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_measured(started: Started, python: Path, base_url: str, storage_host: str) -> tuple[int, str, int]:
+    """`run`, with the peak resident memory of the container's largest process in bytes."""
+    wrapped = Started([str(python), "-c", _PEAK, *started.command], started.env, started.mounts)
+    code, log = run(wrapped, python, base_url, storage_host)
+    lines = [line for line in log.splitlines() if line.startswith("peak-rss-kib ")]
+    if not lines:
+        raise RuntimeError(f"the measuring parent printed no peak:\n{log[-2000:]}")
+    return code, log, int(lines[-1].split()[1]) * 1024
+
+
 def run(started: Started, python: Path, base_url: str, storage_host: str) -> tuple[int, str]:
     """Run the started container against the stand-ins; its exit code and log."""
     done = subprocess.run(
